@@ -1,0 +1,223 @@
+"""Tuning logs: one JSON object per line per measurement, and picking the best from them.
+
+The last stage of tuning and the first of deployment. A line holds the format version, the
+workload, the target, the config (index and readable knob values), the result and the feature
+version. Lines are flushed as they are written so an interrupted run loses at most the line it
+was writing; a reader skips such a broken line with a warning. Never pickle: logs are read by
+later versions and by people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .features import FEATURE_VERSION
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
+from .task import dispatch_context, workload_key
+
+LOG_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    """One decoded log line.
+
+    Attributes:
+        workload: `[template name, [args...]]`.
+        target: the target string.
+        config_index: the config's index in the workload's space.
+        knobs: readable knob values, name -> value.
+        result: the measurement.
+        feature_version: the feature version of the run that wrote it.
+    """
+
+    workload: list[Any]
+    target: str
+    config_index: int
+    knobs: dict[str, Any]
+    result: MeasureResult
+    feature_version: int = FEATURE_VERSION
+
+    @property
+    def key(self) -> str:
+        """The canonical workload string."""
+        return workload_key(self.workload)
+
+    @property
+    def template_name(self) -> str:
+        return str(self.workload[0])
+
+
+def encode(inp: MeasureInput, result: MeasureResult) -> str:
+    """The JSON line (without newline) for one measurement."""
+    return json.dumps(
+        {
+            "version": LOG_FORMAT_VERSION,
+            "workload": inp.task.workload,
+            "target": inp.task.target,
+            "config": inp.config.to_json(),
+            "result": {
+                "costs": list(result.costs),
+                "error_no": int(result.error_no),
+                "error": result.error_no.name,
+                "error_msg": result.error_msg[:500],
+                "all_cost": result.all_cost,
+                "timestamp": result.timestamp,
+            },
+            "feature_version": FEATURE_VERSION,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode(line: str) -> Record:
+    """Parse one log line.
+
+    Raises:
+        ValueError: the line is not a valid record (truncated, or another format).
+    """
+    try:
+        obj = json.loads(line)
+        if obj.get("version") != LOG_FORMAT_VERSION:
+            raise ValueError(f"log format version {obj.get('version')!r} is not "
+                             f"{LOG_FORMAT_VERSION}")
+        res = obj["result"]
+        result = MeasureResult(
+            costs=tuple(float(c) for c in res["costs"]),
+            error_no=MeasureErrorNo(int(res["error_no"])),
+            error_msg=str(res.get("error_msg", "")),
+            all_cost=float(res.get("all_cost", 0.0)),
+            timestamp=float(res.get("timestamp", 0.0)),
+        )
+        return Record(
+            workload=list(obj["workload"]),
+            target=str(obj["target"]),
+            config_index=int(obj["config"]["index"]),
+            knobs=dict(obj["config"].get("knobs", {})),
+            result=result,
+            feature_version=int(obj.get("feature_version", FEATURE_VERSION)),
+        )
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"not a tuning record: {err}") from None
+
+
+def load_records(path: str | os.PathLike[str]) -> list[Record]:
+    """All records of a log file, in order; broken lines are skipped with a warning."""
+    records: list[Record] = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(decode(line))
+            except ValueError as err:
+                warnings.warn(f"{path}:{number}: skipping a broken log line ({err})", stacklevel=2)
+    return records
+
+
+class _LogWriter:
+    """A tuner callback that appends each measurement to a file and flushes it."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        self._file: TextIO | None = None
+
+    def __call__(self, tuner: Any, inputs: Sequence[MeasureInput],
+                 results: Sequence[MeasureResult]) -> None:
+        if self._file is None:
+            self._file = _open_for_append(self.path)
+        for inp, res in zip(inputs, results):
+            self._file.write(encode(inp, res) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _open_for_append(path: str) -> TextIO:
+    # A log cut off mid-line would glue the next record onto the broken one: start a new line.
+    needs_newline = False
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            needs_newline = f.read(1) != b"\n"
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _LogWriter.close
+    if needs_newline:
+        f.write("\n")
+    return f
+
+
+def log_to_file(path: str | os.PathLike[str]) -> Callable[..., None]:
+    """A tuner callback that appends every measurement to the JSON-lines file `path`."""
+    return _LogWriter(path)
+
+
+def best_records(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
+    """The fastest valid record per (workload key, target)."""
+    best: dict[tuple[str, str], Record] = {}
+    for r in records:
+        if not r.result.ok:
+            continue
+        key = (r.key, r.target)
+        if key not in best or r.result.mean < best[key].result.mean:
+            best[key] = r
+    return best
+
+
+def _as_records(path_or_records: str | os.PathLike[str] | Iterable[Record]) -> list[Record]:
+    if isinstance(path_or_records, (str, os.PathLike)):
+        return load_records(path_or_records)
+    records = list(path_or_records)
+    bad = [r for r in records if not isinstance(r, Record)]
+    if bad:
+        raise TypeError(f"expected a log path or Record objects, got {type(bad[0]).__name__}")
+    return records
+
+
+class ApplyHistoryBest:
+    """Inside this context, templates called directly use the best logged config of their
+    workload (for the same target, else the best on any target); others use the fallback."""
+
+    def __init__(self, path_or_records: str | os.PathLike[str] | Iterable[Record]):
+        self.best = best_records(_as_records(path_or_records))
+        self._any_target: dict[str, Record] = {}
+        for (key, _), rec in self.best.items():
+            if key not in self._any_target or rec.result.mean < self._any_target[key].result.mean:
+                self._any_target[key] = rec
+        self._context: Iterator[Any] | None = None
+
+    def query(self, workload_key: str, target: str) -> int | None:
+        """The best config index for this workload and target, or None."""
+        rec = self.best.get((workload_key, target)) or self._any_target.get(workload_key)
+        return rec.config_index if rec is not None else None
+
+    def __enter__(self) -> ApplyHistoryBest:
+        self._context = dispatch_context(self)
+        self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._context is not None
+        self._context.__exit__(*exc)
+        self._context = None
+
+
+def apply_history_best(
+    path_or_records: str | os.PathLike[str] | Iterable[Record],
+) -> ApplyHistoryBest:
+    """A context manager in which templates instantiate with the best config of a log.
+
+    Args:
+        path_or_records: a JSON-lines log file or a list of `Record`s.
+    """
+    return ApplyHistoryBest(path_or_records)

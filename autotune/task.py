@@ -1,0 +1,345 @@
+"""Templates and tasks: a schedule template plus concrete arguments is a tunable task.
+
+The second stage of tuning. `@template(name)` registers a function of shapes that builds a
+compute and a schedule driven by a config; `create_task` runs it once in space-defining mode to
+collect its `ConfigSpace` and flop count; `Task.instantiate(config)` runs it again on one config.
+The config reaches the template through `get_config()` (a context variable, so concurrent
+instantiations in threads do not see each other's config) or as an explicit first `cfg` argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import json
+import math
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from tensorlang.expr import Binary, BinaryOp, Call, Const, Reduce, TensorRead
+from tensorlang.schedule import Schedule
+from tensorlang.tensor import ComputeOp, Tensor
+from tensorlang.visitor import children
+
+from .space import ConfigEntity, ConfigSpace, FallbackConfig
+
+Config = ConfigSpace | ConfigEntity | FallbackConfig
+
+_current_config: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+    "autotune_config", default=None
+)
+_current_target: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "autotune_target", default="llvm"
+)
+
+
+class DispatchContext(Protocol):
+    """Where directly called templates look for a tuned config (see `apply_history_best`)."""
+
+    def query(self, workload_key: str, target: str) -> int | None:
+        """The best config index recorded for this workload and target, or None."""
+
+
+_dispatch: contextvars.ContextVar[DispatchContext | None] = contextvars.ContextVar(
+    "autotune_dispatch", default=None
+)
+
+
+def get_config() -> Config:
+    """The config of the template instantiation running in this thread/context.
+
+    Raises:
+        RuntimeError: called outside a template instantiation.
+    """
+    cfg = _current_config.get()
+    if cfg is None:
+        raise RuntimeError(
+            "autotune.get_config() is only valid inside a template: call the template function "
+            "(decorated with @autotune.template) or instantiate a task"
+        )
+    return cfg
+
+
+def current_target() -> str:
+    """The target string of the task being instantiated ("llvm" outside a task)."""
+    return _current_target.get()
+
+
+@contextlib.contextmanager
+def _use_config(cfg: Config, target: str) -> Iterator[None]:
+    token = _current_config.set(cfg)
+    target_token = _current_target.set(target)
+    try:
+        yield
+    finally:
+        _current_target.reset(target_token)
+        _current_config.reset(token)
+
+
+# -- workloads: JSON keys of (template, arguments) -----------------------------------------------
+
+
+def _to_json_value(value: Any, where: str) -> Any:
+    if isinstance(value, (bool, str, type(None))):
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():
+        return value.item()  # numpy scalars
+    if isinstance(value, (tuple, list)):
+        return [_to_json_value(v, where) for v in value]
+    raise TypeError(
+        f"{where}: template arguments must be ints, floats, strings, None or tuples of them "
+        f"(JSON-serialisable), got {type(value).__name__} {value!r}"
+    )
+
+
+def _from_json_value(value: Any) -> Any:
+    # JSON has no tuples; templates receive shapes as tuples, as they were written.
+    if isinstance(value, list):
+        return tuple(_from_json_value(v) for v in value)
+    return value
+
+
+def make_workload(name: str, args: Sequence[Any]) -> list[Any]:
+    """The JSON-serialisable key `[name, [args...]]` of a template applied to `args`."""
+    return [name, _to_json_value(list(args), f"template {name!r}")]
+
+
+def workload_key(workload: Sequence[Any]) -> str:
+    """A canonical string for a workload, for dictionaries."""
+    return json.dumps(list(workload), separators=(",", ":"))
+
+
+# -- the registry ----------------------------------------------------------------------------------
+
+
+class Template:
+    """A registered template: the function, its name, and whether it takes `cfg` explicitly.
+
+    Calling it with shapes builds a schedule with the tuned config of the current
+    `apply_history_best` context, or with the fallback config (warning once per workload).
+    """
+
+    def __init__(self, name: str, func: Callable[..., Any]):
+        self.name = name
+        self.func = func
+        params = list(inspect.signature(func).parameters)
+        self.takes_cfg = bool(params) and params[0] == "cfg"
+        self._spaces: dict[str, ConfigSpace] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, func)
+
+    def run(self, cfg: Config, args: Sequence[Any], target: str = "llvm") -> Any:
+        """Run the template function on `args` with `cfg` as its config."""
+        with _use_config(cfg, target):
+            if self.takes_cfg:
+                return self.func(cfg, *args)
+            return self.func(*args)
+
+    def space_for(self, args: Sequence[Any], target: str = "llvm") -> ConfigSpace:
+        """The config space of this template on `args` (computed once per workload)."""
+        key = workload_key(make_workload(self.name, args))
+        with self._lock:
+            space = self._spaces.get(key)
+        if space is None:
+            space = ConfigSpace()
+            self.run(space, args, target)
+            with self._lock:
+                self._spaces[key] = space
+        return space
+
+    def __call__(self, *args: Any) -> Any:
+        config = query_config(self.name, args)
+        return self.run(config, args, current_target())
+
+    def __repr__(self) -> str:
+        return f"<autotune template {self.name!r}>"
+
+
+_REGISTRY: dict[str, Template] = {}
+_warned_fallback: set[str] = set()
+
+
+def template(name: str) -> Callable[[Callable[..., Any]], Template]:
+    """Register a tunable template under `name`.
+
+    The function takes shapes (and other JSON-serialisable arguments), reads its config with
+    `autotune.get_config()` (or takes `cfg` as its first parameter), and returns
+    `(schedule, [tensors])`.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"template name must be a non-empty string, got {name!r}")
+
+    def register(func: Callable[..., Any]) -> Template:
+        t = Template(name, func)
+        _REGISTRY[name] = t
+        return t
+
+    return register
+
+
+def get_template(name: str) -> Template:
+    """The registered template called `name`.
+
+    Raises:
+        ValueError: no template has that name.
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise ValueError(f"no autotune template named {name!r} (registered: {known})") from None
+
+
+def query_config(name: str, args: Sequence[Any]) -> ConfigEntity | FallbackConfig:
+    """The config a direct call of template `name` on `args` uses: the best one of the current
+    `apply_history_best` context, else a fallback config (with a one-time warning)."""
+    workload = make_workload(name, args)
+    key = workload_key(workload)
+    target = current_target()
+    context = _dispatch.get()
+    index = context.query(key, target) if context is not None else None
+    if index is not None:
+        space = get_template(name).space_for(args, target)
+        if index < space.range_length:
+            return space.get(index)
+    if key not in _warned_fallback:
+        _warned_fallback.add(key)
+        warnings.warn(
+            f"no tuned config for workload {key}; using the fallback config (tune it and use "
+            "autotune.apply_history_best for speed)",
+            stacklevel=3,
+        )
+    return FallbackConfig()
+
+
+@contextlib.contextmanager
+def dispatch_context(context: DispatchContext) -> Iterator[DispatchContext]:
+    """Make directly called templates take their configs from `context` inside the block."""
+    token = _dispatch.set(context)
+    try:
+        yield context
+    finally:
+        _dispatch.reset(token)
+
+
+# -- flop counting ----------------------------------------------------------------------------------
+
+_COUNTED = (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV, BinaryOp.MIN, BinaryOp.MAX)
+
+
+def _expr_flop(expr: Any) -> int:
+    """Arithmetic operations in one evaluation of `expr` (index arithmetic excluded)."""
+    if isinstance(expr, TensorRead):
+        return 0
+    own = 0
+    if isinstance(expr, Binary) and expr.op in _COUNTED and expr.dtype.is_float:
+        own = 1
+    elif isinstance(expr, Call):
+        own = 1
+    return own + sum(_expr_flop(c) for c in children(expr))
+
+
+def _extent(iv: Any) -> int:
+    extent = iv.dom.extent
+    if not isinstance(extent, Const):
+        raise ValueError(f"cannot count flops: axis {iv.name} has a symbolic extent")
+    return int(extent.value)
+
+
+def count_flop(tensors: Sequence[Any]) -> int:
+    """Floating-point operations of the computes that produce `tensors`: per output point, the
+    arithmetic in the body (for a reduction: its source and combiner per reduction point), times
+    the number of points."""
+    total = 0
+    seen: set[int] = set()
+    stack = [t.op for t in tensors if isinstance(t, Tensor)]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if not isinstance(op, ComputeOp):
+            continue
+        points = math.prod(_extent(iv) for iv in op.axis)
+        for body in op.body:
+            if isinstance(body, Reduce):
+                per_point = sum(_expr_flop(s) for s in body.source)
+                per_point += sum(_expr_flop(r) for r in body.combiner.result)
+                total += points * math.prod(_extent(iv) for iv in body.axis) * per_point
+            else:
+                total += points * _expr_flop(body)
+        stack.extend(t.op for t in op.input_tensors)
+    return total
+
+
+# -- tasks -----------------------------------------------------------------------------------------
+
+
+class Task:
+    """A template applied to concrete arguments for one target: the unit that gets tuned.
+
+    Attributes:
+        name: the template name.
+        args: the template arguments (tuples where the template was given tuples).
+        target: the target string, e.g. "llvm".
+        config_space: the `ConfigSpace` of this workload.
+        flop: floating-point operations of one run (declared with add_flop, else counted).
+        workload: `[name, [args...]]`, JSON-serialisable.
+    """
+
+    def __init__(self, name: str, args: Sequence[Any], target: str = "llvm"):
+        self.template = get_template(name)
+        self.name = name
+        self.workload = make_workload(name, args)
+        self.args = tuple(_from_json_value(a) for a in self.workload[1])
+        self.target = str(target)
+        self.config_space = ConfigSpace()
+        out = self.template.run(self.config_space, self.args, self.target)
+        _, tensors = _check_template_output(name, out)
+        self.flop = self.config_space.flop or count_flop(tensors)
+
+    @property
+    def key(self) -> str:
+        """The canonical string of the workload."""
+        return workload_key(self.workload)
+
+    @property
+    def module(self) -> str:
+        """The Python module that defines the template (imported by measurement workers)."""
+        return self.template.func.__module__
+
+    def instantiate(self, config: ConfigEntity | int) -> tuple[Any, list[Any]]:
+        """Build the schedule and argument tensors of `config` (a ConfigEntity or an index).
+
+        Raises:
+            InstantiationError: the template rejected the config with `cfg.raise_error`.
+        """
+        if not isinstance(config, ConfigEntity):
+            config = self.config_space.get(config)
+        return _check_template_output(self.name, self.template.run(config, self.args, self.target))
+
+    def __repr__(self) -> str:
+        return (f"Task({self.name}, args={self.workload[1]}, target={self.target!r}, "
+                f"{len(self.config_space)} configs, {self.flop} flop)")
+
+
+def _check_template_output(name: str, out: Any) -> tuple[Any, list[Any]]:
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"template {name!r} must return (schedule, [tensors]), got {out!r}")
+    s, tensors = out
+    if not isinstance(s, Schedule):
+        raise TypeError(f"template {name!r} returned {type(s).__name__} instead of a schedule")
+    return s, list(tensors)
+
+
+def create_task(name: str, args: Sequence[Any], target: str = "llvm") -> Task:
+    """A task of template `name` on `args` (a tuple of JSON-serialisable values) for `target`."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"create_task {name!r}: args must be a tuple, got {type(args).__name__}")
+    return Task(name, args, target)

@@ -1,0 +1,24 @@
+"""Packaging for tensorlang, autotune and topi (one distribution, three packages)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tensorlang",
+    version="0.1.0",
+    description="A tensor compiler and auto-tuner: compute/schedule DSL compiled through LLVM",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["tensorlang*", "autotune*", "topi*"]),
+    package_data={"tensorlang.runtime": ["*.c", "*.h"]},
+    install_requires=[
+        "numpy>=1.24,<3",
+        "llvmlite>=0.44,<0.60",
+        "cffi>=1.15,<3",
+        "xgboost>=1.7,<4",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "plot": ["matplotlib>=3.6"],
+    },
+)

@@ -1,0 +1,145 @@
+"""A small writer of LLVM IR text: types, constants, SSA values and function bodies.
+
+The codegen writes IR as text rather than through `llvmlite.ir` because it needs what that
+builder cannot express (fast-math and `nsw` flags, parameter attributes, attribute groups), and
+because formatting strings is the fastest way to produce IR from Python (compile time matters
+for tuning).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..dtype import DType, DTypeKind
+
+
+@dataclass(frozen=True, slots=True)
+class Val:
+    """An SSA value or constant: its LLVM type and how it is written as an operand."""
+
+    ty: str
+    ref: str
+
+    def __str__(self) -> str:
+        return f"{self.ty} {self.ref}"
+
+
+def scalar_type(t: DType, memory: bool = False) -> str:
+    """The LLVM type of one lane of `t`; bool is i1 in registers and i8 in memory."""
+    if t.kind is DTypeKind.BOOL:
+        return "i8" if memory else "i1"
+    if t.kind is DTypeKind.FLOAT:
+        return {16: "half", 32: "float", 64: "double"}[t.bits]
+    if t.kind is DTypeKind.HANDLE:
+        return "ptr"
+    return f"i{t.bits}"
+
+
+def llvm_type(t: DType, memory: bool = False) -> str:
+    """The LLVM type of `t` (a vector type when it has lanes)."""
+    s = scalar_type(t, memory)
+    return s if t.lanes == 1 else f"<{t.lanes} x {s}>"
+
+
+def vector_of(elem: str, lanes: int) -> str:
+    return elem if lanes == 1 else f"<{lanes} x {elem}>"
+
+
+def element_of(ty: str) -> str:
+    """`float` for `<16 x float>`, the type itself for scalars."""
+    return ty[1:-1].split(" x ", 1)[1] if ty.startswith("<") else ty
+
+
+def lanes_of(ty: str) -> int:
+    return int(ty[1:].split(" x ", 1)[0]) if ty.startswith("<") else 1
+
+
+def is_float_type(ty: str) -> bool:
+    return element_of(ty) in ("half", "float", "double")
+
+
+def mangle(ty: str) -> str:
+    """The overload suffix of an intrinsic for `ty`: f32, v16f32, i64, v8i1, p0, v16p0."""
+    elem = element_of(ty)
+    suffix = {"half": "f16", "float": "f32", "double": "f64", "ptr": "p0"}.get(elem, elem)
+    lanes = lanes_of(ty)
+    return suffix if lanes == 1 else f"v{lanes}{suffix}"
+
+
+def _float_literal(value: float, elem: str) -> str:
+    if elem == "half":
+        (bits,) = struct.unpack("<H", struct.pack("<e", value))
+        return f"0xH{bits:04X}"
+    if elem == "float":
+        # LLVM writes float literals as the double with the same value.
+        value = struct.unpack("<f", struct.pack("<f", value))[0]
+    (bits,) = struct.unpack("<Q", struct.pack("<d", value))
+    return f"0x{bits:016X}"
+
+
+def const(ty: str, value: bool | int | float) -> Val:
+    """A constant of scalar or vector type `ty` (vectors are splats)."""
+    elem = element_of(ty)
+    if elem in ("half", "float", "double"):
+        lit = _float_literal(float(value), elem)
+    elif elem == "i1":
+        lit = "true" if value else "false"
+    else:
+        lit = str(int(value))
+    if ty == elem:
+        return Val(ty, lit)
+    return Val(ty, f"splat ({elem} {lit})")
+
+
+def lane_indices(lanes: int, ty: str = "i64") -> Val:
+    """The constant vector <0, 1, ..., lanes - 1>."""
+    return Val(f"<{lanes} x {ty}>", "<" + ", ".join(f"{ty} {i}" for i in range(lanes)) + ">")
+
+
+class FunctionWriter:
+    """Accumulates the body of one LLVM function; allocas go to the entry block."""
+
+    def __init__(self, header: str) -> None:
+        self.header = header
+        self._allocas: list[str] = []
+        self._lines: list[str] = []
+        self._counter = 0
+        self.block = "entry"
+
+    def fresh(self, prefix: str = "t") -> str:
+        self._counter += 1
+        return f"%{prefix}{self._counter}"
+
+    def label(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def op(self, ty: str, text: str, prefix: str = "t") -> Val:
+        """Emit `%x = text` and return `%x` as a value of type `ty`."""
+        name = self.fresh(prefix)
+        self._lines.append(f"  {name} = {text}")
+        return Val(ty, name)
+
+    def emit(self, text: str) -> None:
+        self._lines.append(f"  {text}")
+
+    def alloca(self, text: str) -> Val:
+        """An `alloca` in the entry block, so that loops do not grow the stack."""
+        name = self.fresh("stack")
+        self._allocas.append(f"  {name} = alloca {text}")
+        return Val("ptr", name)
+
+    def start_block(self, label: str) -> None:
+        self._lines.append(f"{label}:")
+        self.block = label
+
+    def br(self, label: str) -> None:
+        self.emit(f"br label %{label}")
+
+    def cond_br(self, cond: Val, then_label: str, else_label: str, meta: str = "") -> None:
+        self.emit(f"br i1 {cond.ref}, label %{then_label}, label %{else_label}{meta}")
+
+    def text(self) -> str:
+        body = "\n".join(["entry:", *self._allocas, *self._lines])
+        return f"{self.header} {{\n{body}\n}}\n"

@@ -1,0 +1,738 @@
+"""Loop IR -> LLVM IR text: the codegen stage of the data flow.
+
+`codegen(func, target)` writes one exported C-ABI function per PrimFunc,
+`void name(T0* p0, T1* p1, ..., int64_t shape_var0, ...)`, plus `name_packed(int64_t* args)` (the
+same call with every argument in one array; the runtime calls through it). Parallel loops are
+outlined into task functions run by the runtime's thread pool (`tl_parallel_for`).
+
+Integers used as addresses are computed in i64 with `nsw` ("index mode"), so that LLVM can
+strength-reduce addresses; variables of int type are kept in i64 and truncated where data needs
+their declared width.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import llvmlite.binding as llvm
+
+from ..dtype import DType
+from ..expr import (
+    Binary,
+    BinaryOp,
+    Call,
+    Cast,
+    Compare,
+    CompareOp,
+    Const,
+    Expr,
+    Not,
+    Select,
+    Var,
+)
+from ..ir import (
+    Allocate,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    LetStmt,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+)
+from ..visitor import post_order_visit
+from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
+from .irtext import (
+    FunctionWriter,
+    Val,
+    const,
+    element_of,
+    lane_indices,
+    lanes_of,
+    llvm_type,
+    scalar_type,
+    vector_of,
+)
+from .target import Target, as_target
+
+STACK_LIMIT = 64 * 1024
+"""Constant-size allocations up to this many bytes live on the stack, larger ones on the heap."""
+
+RUNTIME_DECLS = {
+    "tl_parallel_for": "declare void @tl_parallel_for(ptr, ptr, i32)",
+    "tl_get_num_threads": "declare i32 @tl_get_num_threads()",
+    "tl_aligned_alloc": "declare noalias ptr @tl_aligned_alloc(i64)",
+    "tl_free": "declare void @tl_free(ptr)",
+}
+
+_ICMP = {
+    CompareOp.LT: "lt",
+    CompareOp.LE: "le",
+    CompareOp.GT: "gt",
+    CompareOp.GE: "ge",
+}
+_FCMP = {
+    CompareOp.LT: "olt",
+    CompareOp.LE: "ole",
+    CompareOp.GT: "ogt",
+    CompareOp.GE: "oge",
+    CompareOp.EQ: "oeq",
+    CompareOp.NE: "une",
+}
+_FLOAT_OPS = {BinaryOp.ADD: "fadd", BinaryOp.SUB: "fsub", BinaryOp.MUL: "fmul"}
+_INT_OPS = {
+    BinaryOp.ADD: "add",
+    BinaryOp.SUB: "sub",
+    BinaryOp.MUL: "mul",
+    BinaryOp.AND: "and",
+    BinaryOp.OR: "or",
+}
+
+
+def _const_int(e: Expr) -> int | None:
+    if isinstance(e, Const) and not e.dtype.is_float:
+        return int(e.value)
+    return None
+
+
+def _is_unit_ramp(e: Expr) -> bool:
+    return isinstance(e, Ramp) and _const_int(e.stride) == 1
+
+
+class CodeGen:
+    """Writes the LLVM module for one PrimFunc; see `codegen`."""
+
+    def __init__(self, func: PrimFunc, target: Target) -> None:
+        self.func = func
+        self.target = target
+        self.decls: dict[str, str] = {}
+        self.functions: list[str] = []
+        self.env: dict[Var, Val] = {}
+        self.globals_by_name: dict[str, Val] = {}
+        self.mask: Val | None = None
+        self.in_parallel = False
+        self.fw = FunctionWriter("")
+        self._has_load: dict[int, bool] = {}
+        self._expr_methods: dict[type, Callable[[Expr], Val]] = {
+            Var: self._var,
+            Const: self._const,
+            Binary: self._binary,
+            Compare: self._compare,
+            Not: self._not,
+            Select: self._select,
+            Cast: self._cast,
+            Call: self._call,
+            BufferLoad: self._load,
+            Ramp: self._ramp,
+            Broadcast: self._broadcast,
+            Let: self._let,
+        }
+
+    # ----------------------------------------------------------------- module
+    def module_text(self) -> str:
+        func = self.func
+        params: list[str] = []
+        for i, buf in enumerate(func.params):
+            val = Val("ptr", f"%arg{i}")
+            self.env[buf.data] = val
+            self.globals_by_name[buf.name] = val
+            params.append(f"ptr noalias %arg{i}")
+        base = len(func.params)
+        for i, var in enumerate(func.shape_vars):
+            self.env[var] = Val("i64", f"%arg{base + i}")
+            params.append(f"i64 %arg{base + i}")
+        name = func.name
+        self.fw = FunctionWriter(f'define void @"{name}"({", ".join(params)}) #0')
+        self.stmt(func.body)
+        self.fw.emit("ret void")
+        self.functions.append(self.fw.text())
+        self.functions.append(self._packed_wrapper(name, len(params)))
+        tm = self.target.target_machine()
+        head = [
+            f'; tensorlang kernel "{name}"',
+            f'target datalayout = "{tm.target_data}"',
+            f'target triple = "{llvm.get_process_triple()}"',
+        ]
+        attrs = f"attributes #0 = {{ nounwind {self.target.function_attributes()} }}"
+        inline = f"attributes #1 = {{ nounwind alwaysinline {self.target.function_attributes()} }}"
+        return "\n".join([*head, "", *self.decls.values(), "", *self.functions, attrs, inline, ""])
+
+    def _packed_wrapper(self, name: str, count: int) -> str:
+        fw = FunctionWriter(f'define void @"{name}_packed"(ptr %args) #0')
+        args: list[str] = []
+        for i in range(count):
+            ty = "ptr" if i < len(self.func.params) else "i64"
+            slot = fw.op("ptr", f"getelementptr i64, ptr %args, i64 {i}")
+            args.append(str(fw.op(ty, f"load {ty}, ptr {slot.ref}, align 8")))
+        fw.emit(f'call void @"{name}"({", ".join(args)})')
+        fw.emit("ret void")
+        return fw.text()
+
+    def declare(self, name: str, text: str) -> None:
+        self.decls.setdefault(name, text)
+
+    def intrinsic(self, base: str, overloads: list[str], ret: str, args: list[Val]) -> Val:
+        """Call the LLVM intrinsic `base` overloaded on `overloads`."""
+        name = intrinsic_name(base, overloads)
+        self.declare(name, f"declare {ret} @{name}({', '.join(a.ty for a in args)})")
+        return self.fw.op(ret, f"call {ret} @{name}({', '.join(map(str, args))})")
+
+    # ---------------------------------------------------------------- helpers
+    def splat(self, v: Val, lanes: int) -> Val:
+        if lanes == 1 or v.ty.startswith("<"):
+            return v
+        ty = f"<{lanes} x {v.ty}>"
+        one = self.fw.op(ty, f"insertelement {ty} poison, {v}, i64 0")
+        return self.fw.op(ty, f"shufflevector {one}, {ty} poison, <{lanes} x i32> zeroinitializer")
+
+    def _match(self, a: Val, b: Val) -> tuple[Val, Val]:
+        """Splat a scalar operand next to a vector one."""
+        la, lb = lanes_of(a.ty), lanes_of(b.ty)
+        if la == lb:
+            return a, b
+        return self.splat(a, max(la, lb)), self.splat(b, max(la, lb))
+
+    def per_lane(self, v: Val, fn: Callable[[Val], Val]) -> Val:
+        """Apply a scalar function to every lane of `v` (used for libm calls)."""
+        lanes = lanes_of(v.ty)
+        if lanes == 1:
+            return fn(v)
+        elem = element_of(v.ty)
+        acc: Val | None = None
+        for i in range(lanes):
+            x = self.fw.op(elem, f"extractelement {v}, i64 {i}")
+            y = fn(x)
+            out_ty = vector_of(y.ty, lanes)
+            acc_ref = acc.ref if acc is not None else "poison"
+            acc = self.fw.op(out_ty, f"insertelement {out_ty} {acc_ref}, {y}, i64 {i}")
+        assert acc is not None
+        return acc
+
+    def _resize_int(self, v: Val, elem: str, signed: bool) -> Val:
+        """Sign/zero-extend or truncate an integer value to element type `elem`."""
+        cur = element_of(v.ty)
+        if cur == elem:
+            return v
+        ty = vector_of(elem, lanes_of(v.ty))
+        bits_now, bits_new = int(cur[1:]), int(elem[1:])
+        if bits_new < bits_now:
+            return self.fw.op(ty, f"trunc {v} to {ty}")
+        ext = "sext" if signed and cur != "i1" else "zext"
+        return self.fw.op(ty, f"{ext} {v} to {ty}")
+
+    def _has_memory_read(self, e: Expr) -> bool:
+        key = id(e)
+        if key not in self._has_load:
+            found = []
+            post_order_visit(e, lambda n: found.append(1) if isinstance(n, BufferLoad) else None)
+            self._has_load[key] = bool(found)
+        return self._has_load[key]
+
+    def _buffer_ptr(self, buf) -> Val:  # noqa: ANN001 - ir.Buffer
+        val = self.env.get(buf.data) or self.globals_by_name.get(buf.name)
+        if val is None:
+            raise ValueError(f"buffer {buf.name} is used outside of its allocation")
+        return val
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> Val:
+        method = self._expr_methods.get(type(e))
+        if method is None:
+            raise NotImplementedError(f"codegen does not support {type(e).__name__} ({e})")
+        return method(e)
+
+    def _var(self, e: Var) -> Val:
+        v = self.env.get(e)
+        if v is None:
+            raise ValueError(f"variable {e.name} is used but not defined in {self.func.name}")
+        if e.dtype.is_integer or e.dtype.is_bool:
+            return self._resize_int(v, scalar_type(e.dtype), e.dtype.is_int)
+        return v
+
+    def _const(self, e: Const) -> Val:
+        return const(llvm_type(e.dtype), e.value)
+
+    def _binary(self, e: Binary) -> Val:
+        a, b = self._match(self.expr(e.a), self.expr(e.b))
+        return self.binary_op(e.op, a, b, e.dtype)
+
+    def binary_op(self, op: BinaryOp, a: Val, b: Val, t: DType, nsw: bool = False) -> Val:
+        ty = a.ty
+        fw = self.fw
+        if t.is_float:
+            if op in _FLOAT_OPS:
+                return fw.op(ty, f"{_FLOAT_OPS[op]} contract {a}, {b.ref}")
+            if op is BinaryOp.DIV:
+                return fw.op(ty, f"fdiv {a}, {b.ref}")
+            if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD):
+                return float_floor_div_mod(self, op, a, b)
+            if op in (BinaryOp.MIN, BinaryOp.MAX):
+                name = "llvm.minimum" if op is BinaryOp.MIN else "llvm.maximum"
+                return self.intrinsic(name, [ty], ty, [a, b])
+            raise TypeError(f"operator {op.value} is not defined for {t}")
+        signed = t.is_int
+        if t.is_bool and op in (BinaryOp.MIN, BinaryOp.MAX):
+            op = BinaryOp.AND if op is BinaryOp.MIN else BinaryOp.OR
+        if op in _INT_OPS:
+            flag = " nsw" if nsw and op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL) else ""
+            return fw.op(ty, f"{_INT_OPS[op]}{flag} {a}, {b.ref}")
+        if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD):
+            return floor_div_mod(self, op, a, b, signed)
+        if op in (BinaryOp.MIN, BinaryOp.MAX):
+            prefix = "s" if signed else "u"
+            name = f"llvm.{prefix}{'min' if op is BinaryOp.MIN else 'max'}"
+            return self.intrinsic(name, [ty], ty, [a, b])
+        raise TypeError(f"operator {op.value} is not defined for {t} (the front end casts / to float)")
+
+    def _compare(self, e: Compare) -> Val:
+        a, b = self._match(self.expr(e.a), self.expr(e.b))
+        t = e.a.dtype
+        ty = vector_of("i1", lanes_of(a.ty))
+        if t.is_float:
+            return self.fw.op(ty, f"fcmp {_FCMP[e.op]} {a}, {b.ref}")
+        if e.op is CompareOp.EQ:
+            pred = "eq"
+        elif e.op is CompareOp.NE:
+            pred = "ne"
+        else:
+            pred = ("s" if t.is_int else "u") + _ICMP[e.op]
+        return self.fw.op(ty, f"icmp {pred} {a}, {b.ref}")
+
+    def _not(self, e: Not) -> Val:
+        v = self.expr(e.value)
+        return self.fw.op(v.ty, f"xor {v}, {const(v.ty, -1 if e.dtype.is_integer else 1).ref}")
+
+    def _select(self, e: Select) -> Val:
+        lazy = self._has_memory_read(e.true_value) or self._has_memory_read(e.false_value)
+        cond = self.expr(e.cond)
+        if not lazy:
+            a, b = self._match(self.expr(e.true_value), self.expr(e.false_value))
+            cond = self.splat(cond, lanes_of(a.ty)) if lanes_of(a.ty) > 1 else cond
+            return self.fw.op(a.ty, f"select {cond}, {a}, {b}")
+        if lanes_of(cond.ty) == 1:
+            return self._branchy_select(cond, e.true_value, e.false_value)
+        # A vector condition: every load of a branch reads only the lanes that branch provides.
+        outer = self.mask
+        inverse = self.fw.op(cond.ty, f"xor {cond}, {const(cond.ty, 1).ref}")
+        self.mask = self._and_mask(outer, cond)
+        a = self.expr(e.true_value)
+        self.mask = self._and_mask(outer, inverse)
+        b = self.expr(e.false_value)
+        self.mask = outer
+        a, b = self._match(a, b)
+        return self.fw.op(a.ty, f"select {cond}, {a}, {b}")
+
+    def _and_mask(self, outer: Val | None, cond: Val) -> Val:
+        if outer is None:
+            return cond
+        return self.fw.op(cond.ty, f"and {outer}, {cond.ref}")
+
+    def _branchy_select(self, cond: Val, true_e: Expr, false_e: Expr) -> Val:
+        fw = self.fw
+        then_l, else_l, end_l = fw.label("sel_t"), fw.label("sel_f"), fw.label("sel_end")
+        fw.cond_br(cond, then_l, else_l)
+        fw.start_block(then_l)
+        a = self.expr(true_e)
+        a_block = fw.block
+        fw.br(end_l)
+        fw.start_block(else_l)
+        b = self.expr(false_e)
+        if lanes_of(a.ty) != lanes_of(b.ty):
+            b = self.splat(b, lanes_of(a.ty))
+        b_block = fw.block
+        fw.br(end_l)
+        fw.start_block(end_l)
+        if lanes_of(a.ty) < lanes_of(b.ty):
+            raise NotImplementedError("a lazy select whose true branch is narrower than the false one")
+        return fw.op(a.ty, f"phi {a.ty} [ {a.ref}, %{a_block} ], [ {b.ref}, %{b_block} ]")
+
+    def _cast(self, e: Cast) -> Val:
+        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def convert(self, v: Val, src: DType, dst: DType) -> Val:
+        """Convert `v` from dtype `src` to `dst` with numpy's astype semantics."""
+        lanes = lanes_of(v.ty)
+        ty = vector_of(scalar_type(dst), lanes)
+        if v.ty == ty and src.kind is dst.kind:
+            return v
+        fw = self.fw
+        if dst.is_bool:
+            if src.is_float:
+                return fw.op(ty, f"fcmp une {v}, {const(v.ty, 0.0).ref}")
+            return fw.op(ty, f"icmp ne {v}, {const(v.ty, 0).ref}")
+        if src.is_float and dst.is_float:
+            op = "fpext" if dst.bits > src.bits else "fptrunc"
+            return fw.op(ty, f"{op} {v} to {ty}")
+        if src.is_float:
+            return fw.op(ty, f"{'fptosi' if dst.is_int else 'fptoui'} {v} to {ty}")
+        if dst.is_float:
+            return fw.op(ty, f"{'sitofp' if src.is_int else 'uitofp'} {v} to {ty}")
+        return self._resize_int(v, scalar_type(dst), src.is_int)
+
+    def _call(self, e: Call) -> Val:
+        args = [self.expr(a) for a in e.args]
+        lanes = max(lanes_of(a.ty) for a in args)
+        return emit_math(self, e.func, [self.splat(a, lanes) for a in args])
+
+    def _ramp(self, e: Ramp) -> Val:
+        base = self.expr(e.base)
+        stride = self.expr(e.stride)
+        return self._ramp_from(base, stride, e.lanes, nsw=False)
+
+    def _ramp_from(self, base: Val, stride: Val, lanes: int, nsw: bool) -> Val:
+        elem = base.ty
+        ty = f"<{lanes} x {elem}>"
+        steps = lane_indices(lanes, elem)
+        flag = " nsw" if nsw else ""
+        if stride.ref.lstrip("-").isdigit():
+            s = int(stride.ref)
+            offsets = Val(ty, "<" + ", ".join(f"{elem} {i * s}" for i in range(lanes)) + ">")
+        else:
+            offsets = self.fw.op(ty, f"mul{flag} {steps}, {self.splat(stride, lanes).ref}")
+        return self.fw.op(ty, f"add{flag} {self.splat(base, lanes)}, {offsets.ref}")
+
+    def _broadcast(self, e: Broadcast) -> Val:
+        return self.splat(self.expr(e.value), e.lanes)
+
+    def _let(self, e: Let) -> Val:
+        self.env[e.var] = self._bind_value(e.value)
+        try:
+            return self.expr(e.body)
+        finally:
+            del self.env[e.var]
+
+    def _bind_value(self, value: Expr) -> Val:
+        """The value a Let/LetStmt binds; signed integers are kept in i64 (see module doc)."""
+        if value.dtype.is_int:
+            return self.index(value)
+        return self.expr(value)
+
+    # ----------------------------------------------------------------- memory
+    def _load(self, e: BufferLoad) -> Val:
+        ptr = self._buffer_ptr(e.buffer)
+        elem = scalar_type(e.dtype, memory=True)
+        align = e.dtype.itemsize
+        lanes = e.dtype.lanes
+        mask = self._load_mask(e.mask, lanes)
+        if lanes == 1 or isinstance(e.index, Broadcast):
+            index_expr = e.index.value if isinstance(e.index, Broadcast) else e.index
+            value = self._scalar_load(ptr, elem, align, index_expr, mask)
+            value = self._from_memory(value, e.dtype.element)
+            return self.splat(value, lanes)
+        vty = f"<{lanes} x {elem}>"
+        if _is_unit_ramp(e.index):
+            addr = self._address(ptr, elem, self.index(e.index.base))
+            if mask is None:
+                value = self.fw.op(vty, f"load {vty}, ptr {addr.ref}, align {align}")
+            else:
+                value = self.intrinsic(
+                    "llvm.masked.load",
+                    [vty, "ptr"],
+                    vty,
+                    [Val(f"ptr align {align}", addr.ref), mask, const(vty, 0)],
+                )
+        else:
+            addrs = self._address(ptr, elem, self.index(e.index))
+            if mask is None:
+                mask = const(vector_of("i1", lanes), 1)
+            value = self.intrinsic(
+                "llvm.masked.gather",
+                [vty, addrs.ty],
+                vty,
+                [Val(f"{addrs.ty} align {align}", addrs.ref), mask, const(vty, 0)],
+            )
+        return self._from_memory(value, e.dtype)
+
+    def _load_mask(self, own: Expr | None, lanes: int) -> Val | None:
+        mask = self.expr(own) if own is not None else None
+        if self.mask is not None:
+            ctx = self.mask
+            if lanes > 1 and lanes_of(ctx.ty) != lanes:
+                raise NotImplementedError("a masked load with a different lane count than its mask")
+            mask = ctx if mask is None else self.fw.op(ctx.ty, f"and {ctx}, {mask.ref}")
+        return mask
+
+    def _scalar_load(self, ptr: Val, elem: str, align: int, index: Expr, mask: Val | None) -> Val:
+        """A scalar load; under a vector mask it happens only when some lane needs it."""
+        addr = self._address(ptr, elem, self.index(index))
+        if mask is None:
+            return self.fw.op(elem, f"load {elem}, ptr {addr.ref}, align {align}")
+        fw = self.fw
+        if lanes_of(mask.ty) > 1:
+            mask = self.intrinsic("llvm.vector.reduce.or", [mask.ty], "i1", [mask])
+        load_l, end_l = fw.label("ld"), fw.label("ld_end")
+        before = fw.block
+        fw.cond_br(mask, load_l, end_l)
+        fw.start_block(load_l)
+        value = fw.op(elem, f"load {elem}, ptr {addr.ref}, align {align}")
+        fw.br(end_l)
+        fw.start_block(end_l)
+        zero = const(elem, 0)
+        return fw.op(elem, f"phi {elem} [ {value.ref}, %{load_l} ], [ {zero.ref}, %{before} ]")
+
+    def _address(self, ptr: Val, elem: str, index: Val) -> Val:
+        ty = "ptr" if lanes_of(index.ty) == 1 else vector_of("ptr", lanes_of(index.ty))
+        return self.fw.op(ty, f"getelementptr inbounds {elem}, {ptr}, {index}")
+
+    def _from_memory(self, v: Val, t: DType) -> Val:
+        if not t.is_bool:
+            return v
+        ty = vector_of("i1", lanes_of(v.ty))
+        return self.fw.op(ty, f"icmp ne {v}, {const(v.ty, 0).ref}")
+
+    def _to_memory(self, v: Val, t: DType) -> Val:
+        if not t.is_bool:
+            return v
+        ty = vector_of("i8", lanes_of(v.ty))
+        return self.fw.op(ty, f"zext {v} to {ty}")
+
+    def _store(self, s: BufferStore) -> None:
+        ptr = self._buffer_ptr(s.buffer)
+        t = s.buffer.dtype
+        elem = scalar_type(t, memory=True)
+        align = t.itemsize
+        value = self._to_memory(self.expr(s.value), t)
+        lanes = lanes_of(value.ty)
+        index_lanes = 1 if isinstance(s.index, Var | Const) else s.index.dtype.lanes
+        if lanes < index_lanes:
+            value = self.splat(value, index_lanes)
+            lanes = index_lanes
+        mask = self.expr(s.mask) if s.mask is not None else None
+        if lanes == 1:
+            addr = self._address(ptr, elem, self.index(s.index))
+            self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+            return
+        if _is_unit_ramp(s.index):
+            addr = self._address(ptr, elem, self.index(s.index.base))
+            if mask is None:
+                self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+            else:
+                name = intrinsic_name("llvm.masked.store", [value.ty, "ptr"])
+                self.declare(name, f"declare void @{name}({value.ty}, ptr, {mask.ty})")
+                self.fw.emit(f"call void @{name}({value}, ptr align {align} {addr.ref}, {mask})")
+            return
+        addrs = self._address(ptr, elem, self.index(s.index))
+        if mask is None:
+            mask = const(vector_of("i1", lanes), 1)
+        name = intrinsic_name("llvm.masked.scatter", [value.ty, addrs.ty])
+        self.declare(name, f"declare void @{name}({value.ty}, {addrs.ty}, {mask.ty})")
+        self.fw.emit(f"call void @{name}({value}, {addrs.ty} align {align} {addrs.ref}, {mask})")
+
+    # ------------------------------------------------------------ index mode
+    def index(self, e: Expr) -> Val:
+        """`e` as an i64 (or vector of i64) address offset."""
+        if isinstance(e, Const) and not e.dtype.is_float:
+            return const("i64", int(e.value))
+        if isinstance(e, Var):
+            v = self.env.get(e)
+            if v is None:
+                raise ValueError(f"variable {e.name} is used but not defined in {self.func.name}")
+            return self._resize_int(v, "i64", e.dtype.is_int)
+        if isinstance(e, Binary) and e.dtype.is_int and e.op in _INT_OPS or (
+            isinstance(e, Binary)
+            and e.dtype.is_int
+            and e.op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD, BinaryOp.MIN, BinaryOp.MAX)
+        ):
+            a, b = self._match(self.index(e.a), self.index(e.b))
+            return self.binary_op(e.op, a, b, e.dtype, nsw=True)
+        if isinstance(e, Ramp):
+            return self._ramp_from(self.index(e.base), self.index(e.stride), e.lanes, nsw=True)
+        if isinstance(e, Broadcast):
+            return self.splat(self.index(e.value), e.lanes)
+        if isinstance(e, Let):
+            self.env[e.var] = self._bind_value(e.value)
+            try:
+                return self.index(e.body)
+            finally:
+                del self.env[e.var]
+        v = self.expr(e)
+        return self._resize_int(v, "i64", e.dtype.is_int)
+
+    # ------------------------------------------------------------- statements
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for child in s.stmts:
+                self.stmt(child)
+        elif isinstance(s, BufferStore):
+            self._store(s)
+        elif isinstance(s, For):
+            if s.kind is ForKind.PARALLEL and not self.in_parallel:
+                self._parallel_for(s)
+            else:
+                self._serial_for(s)
+        elif isinstance(s, IfThenElse):
+            self._if(s)
+        elif isinstance(s, LetStmt):
+            self.env[s.var] = self._bind_value(s.value)
+            self.stmt(s.body)
+            del self.env[s.var]
+        elif isinstance(s, Allocate):
+            self._allocate(s)
+        elif isinstance(s, Evaluate):
+            pass  # expressions have no side effects
+        else:
+            raise NotImplementedError(f"codegen does not support {type(s).__name__}")
+
+    def _serial_for(self, s: For) -> None:
+        lo = self.index(s.min)
+        hi = self.fw.op("i64", f"add nsw {lo}, {self.index(s.extent).ref}")
+        self._loop(s.var, lo, hi, s.body)
+
+    def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt) -> None:
+        fw = self.fw
+        pre = fw.block
+        head, body_l, latch, end = (fw.label(p) for p in ("for", "body", "latch", "end"))
+        i = fw.fresh(re.sub(r"[^A-Za-z0-9_]", "_", var.name))
+        nxt = fw.fresh("next")
+        fw.br(head)
+        fw.start_block(head)
+        fw.emit(f"{i} = phi i64 [ {lo.ref}, %{pre} ], [ {nxt}, %{latch} ]")
+        cont = fw.op("i1", f"icmp slt i64 {i}, {hi.ref}")
+        fw.cond_br(cont, body_l, end)
+        fw.start_block(body_l)
+        self.env[var] = Val("i64", i)
+        self.stmt(body)
+        del self.env[var]
+        fw.br(latch)
+        fw.start_block(latch)
+        fw.emit(f"{nxt} = add nsw i64 {i}, 1")
+        fw.br(head)
+        fw.start_block(end)
+
+    def _if(self, s: IfThenElse) -> None:
+        cond = self.expr(s.cond)
+        if lanes_of(cond.ty) > 1:
+            raise NotImplementedError("an if statement with a vector condition reached codegen")
+        fw = self.fw
+        then_l, end_l = fw.label("then"), fw.label("endif")
+        else_l = fw.label("else") if s.else_case is not None else end_l
+        fw.cond_br(cond, then_l, else_l)
+        fw.start_block(then_l)
+        self.stmt(s.then_case)
+        fw.br(end_l)
+        if s.else_case is not None:
+            fw.start_block(else_l)
+            self.stmt(s.else_case)
+            fw.br(end_l)
+        fw.start_block(end_l)
+
+    def _allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        count: int | None = 1
+        for dim in buf.shape:
+            value = _const_int(dim)
+            count = None if value is None or count is None else count * value
+        if count is not None and count * buf.dtype.itemsize <= STACK_LIMIT:
+            ptr = self.fw.alloca(f"i8, i64 {max(count * buf.dtype.itemsize, 1)}, align 64")
+            self.env[buf.data] = ptr
+            self.stmt(s.body)
+            del self.env[buf.data]
+            return
+        size = const("i64", buf.dtype.itemsize)
+        for dim in buf.shape:
+            size = self.fw.op("i64", f"mul {size}, {self.index(dim).ref}")
+        self.declare("tl_aligned_alloc", RUNTIME_DECLS["tl_aligned_alloc"])
+        self.declare("tl_free", RUNTIME_DECLS["tl_free"])
+        ptr = self.fw.op("ptr", f"call ptr @tl_aligned_alloc({size})")
+        self.env[buf.data] = ptr
+        self.stmt(s.body)
+        del self.env[buf.data]
+        self.fw.emit(f"call void @tl_free({ptr})")
+
+    # --------------------------------------------------------------- parallel
+    def _parallel_for(self, s: For) -> None:
+        """Outline the loop into a task function and run it on the thread pool."""
+        captured = self._captured(s)
+        fw = self.fw
+        struct = "{" + ", ".join(v.ty for _, v in captured) + "}" if captured else "{i8}"
+        closure = fw.alloca(f"{struct}, align 8")
+        for k, (_, val) in enumerate(captured):
+            slot = fw.op("ptr", f"getelementptr inbounds {struct}, ptr {closure.ref}, i32 0, i32 {k}")
+            fw.emit(f"store {val}, ptr {slot.ref}")
+        task_fn = self._outline(s, captured, struct)
+        for name in ("tl_parallel_for", "tl_get_num_threads"):
+            self.declare(name, RUNTIME_DECLS[name])
+        extent = self.index(s.extent)
+        threads = fw.op("i32", "call i32 @tl_get_num_threads()")
+        threads64 = fw.op("i64", f"sext {threads} to i64")
+        tasks64 = self.intrinsic("llvm.smin", ["i64"], "i64", [extent, threads64])
+        tasks = fw.op("i32", f"trunc {tasks64} to i32")
+        fw.emit(f"call void @tl_parallel_for(ptr @{task_fn}, ptr {closure.ref}, {tasks})")
+
+    def _captured(self, s: For) -> list[tuple[Var, Val]]:
+        order: list[Var] = []
+        seen: set[Var] = set()
+
+        def visit(node: object) -> None:
+            if isinstance(node, Var) and node in self.env and node not in seen:
+                seen.add(node)
+                order.append(node)
+
+        post_order_visit(s, visit)
+        return [(v, self.env[v]) for v in order]
+
+    def _outline(self, s: For, captured: list[tuple[Var, Val]], struct: str) -> str:
+        index = len(self.functions)
+        name = f'"{self.func.name}_par{index}"'
+        impl = f'"{self.func.name}_par{index}_impl"'
+        # The task wrapper unpacks the closure and calls an always-inlined body whose pointer
+        # parameters are noalias, which LLVM turns into alias scopes when it inlines.
+        wrapper = FunctionWriter(f"define internal void @{name}(i32 %task, i32 %ntasks, ptr %cl) #0")
+        args: list[str] = []
+        for k, (_, val) in enumerate(captured):
+            slot = wrapper.op("ptr", f"getelementptr inbounds {struct}, ptr %cl, i32 0, i32 {k}")
+            args.append(str(wrapper.op(val.ty, f"load {val.ty}, ptr {slot.ref}")))
+        args += ["i32 %task", "i32 %ntasks"]
+        wrapper.emit(f"call void @{impl}({', '.join(args)})")
+        wrapper.emit("ret void")
+
+        params = [
+            f"{'ptr noalias' if val.ty == 'ptr' else val.ty} %cap{k}"
+            for k, (_, val) in enumerate(captured)
+        ]
+        saved = (self.fw, self.env, self.in_parallel)
+        self.fw = FunctionWriter(
+            f"define internal void @{impl}({', '.join(params + ['i32 %task', 'i32 %ntasks'])}) #1"
+        )
+        self.env = {var: Val(val.ty, f"%cap{k}") for k, (var, val) in enumerate(captured)}
+        self.in_parallel = True
+        fw = self.fw
+        lo = self.index(s.min)
+        extent = self.index(s.extent)
+        tasks = fw.op("i64", "sext i32 %ntasks to i64")
+        task = fw.op("i64", "sext i32 %task to i64")
+        chunk_num = fw.op("i64", f"add nsw {extent}, {tasks.ref}")
+        chunk_num = fw.op("i64", f"sub nsw {chunk_num}, 1")
+        chunk = fw.op("i64", f"sdiv {chunk_num}, {tasks.ref}")
+        begin = fw.op("i64", f"mul nsw {task}, {chunk.ref}")
+        end = fw.op("i64", f"add nsw {begin}, {chunk.ref}")
+        end = self.intrinsic("llvm.smin", ["i64"], "i64", [end, extent])
+        first = fw.op("i64", f"add nsw {lo}, {begin.ref}")
+        last = fw.op("i64", f"add nsw {lo}, {end.ref}")
+        self._loop(s.var, first, last, s.body)
+        fw.emit("ret void")
+        self.functions.append(fw.text())
+        self.fw, self.env, self.in_parallel = saved
+        self.functions.append(wrapper.text())
+        return name
+
+
+def codegen(func: PrimFunc, target: Target | str | None = None) -> str:
+    """Translate a lowered PrimFunc into LLVM IR text.
+
+    Args:
+        func: the kernel; its body holds only loop IR (no TensorRead / Reduce).
+        target: the CPU to generate code for (default: this host).
+
+    Returns:
+        The text of an LLVM module exporting `void <name>(T* param..., int64_t shape_var...)`
+        and `void <name>_packed(int64_t* args)`.
+    """
+    return CodeGen(func, as_target(target)).module_text()

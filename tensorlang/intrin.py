@@ -1,0 +1,108 @@
+"""Math functions on expressions (exp, log, tanh, ...), with numpy's dtype rules.
+
+Part of the expression layer. Float inputs keep their dtype; integer inputs are converted to
+float64 first, as numpy's ufuncs do, except `abs` which keeps integers.
+"""
+
+from __future__ import annotations
+
+from .dtype import FLOAT64, promote
+from .expr import (
+    BinaryOp,
+    Call,
+    Const,
+    Expr,
+    ExprLike,
+    MathFunc,
+    _operands,
+    as_expr,
+    binary,
+    cast,
+    const,
+    select,
+)
+
+
+def _float_call(func: MathFunc, x: ExprLike) -> Expr:
+    e = as_expr(x)
+    if not e.dtype.is_float:
+        e = cast(e, FLOAT64)
+    return Call(func, (e,), e.dtype)
+
+
+def exp(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.EXP, x)
+
+
+def log(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.LOG, x)
+
+
+def sqrt(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.SQRT, x)
+
+
+def rsqrt(x: ExprLike) -> Expr:
+    """1 / sqrt(x)."""
+    return _float_call(MathFunc.RSQRT, x)
+
+
+def tanh(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.TANH, x)
+
+
+def sigmoid(x: ExprLike) -> Expr:
+    """1 / (1 + exp(-x))."""
+    return _float_call(MathFunc.SIGMOID, x)
+
+
+def erf(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.ERF, x)
+
+
+def floor(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.FLOOR, x)
+
+
+def ceil(x: ExprLike) -> Expr:
+    return _float_call(MathFunc.CEIL, x)
+
+
+def abs(x: ExprLike) -> Expr:  # noqa: A001 - the public name mirrors numpy and TVM
+    e = as_expr(x)
+    if e.dtype.is_bool or e.dtype.is_uint:
+        return e
+    return Call(MathFunc.ABS, (e,), e.dtype)
+
+
+def power(base: ExprLike, exponent: ExprLike) -> Expr:
+    """`base ** exponent`. Integer powers by a small constant become multiplications; other
+    integer powers go through float64 and back, like numpy for values that fit."""
+    b, e = _operands(base, exponent)
+    t = promote(b.dtype, e.dtype)
+    if t.is_float:
+        return Call(MathFunc.POW, (cast(b, t), cast(e, t)), t)
+    if isinstance(e, Const) and 0 <= int(e.value) <= 16:
+        result: Expr = const(1, t)
+        for _ in range(int(e.value)):
+            result = binary(BinaryOp.MUL, result, b)
+        return result
+    as_float = Call(MathFunc.POW, (cast(b, FLOAT64), cast(e, FLOAT64)), FLOAT64)
+    return cast(as_float, t)
+
+
+def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Expr:
+    """a * b + c in one rounding (floats only)."""
+    x, y = _operands(a, b)
+    prod_t = binary(BinaryOp.MUL, x, y).dtype
+    z = as_expr(c, prod_t)
+    t = binary(BinaryOp.ADD, binary(BinaryOp.MUL, x, y), z).dtype
+    if not t.is_float:
+        raise TypeError(f"fma needs float operands, got {t}")
+    return Call(MathFunc.FMA, (cast(x, t), cast(y, t), cast(z, t)), t)
+
+
+def if_then_else(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    """`true_value` where `cond` holds, else `false_value`. Only the chosen branch is read, so
+    it is safe to guard an out-of-bounds read (padding) with the condition."""
+    return select(cond, true_value, false_value)

@@ -1,0 +1,376 @@
+"""The loop-nest builder: turns a Schedule into loop IR (the only pass that reads a Schedule).
+
+For every stage that is not inlined it (1) infers the region to compute: the whole tensor at the
+root, or, for a stage computed at a loop of its consumer, the part that one iteration of that loop
+reads; (2) builds one loop per leaf axis with the annotations of the schedule; (3) guards points
+that a non-dividing split or a region at the tensor's edge would compute in excess; and (4) places
+attached stages and their buffers at the start of the loop they are attached to. Accesses stay
+multi-dimensional (`ProducerLoad`/`ProducerStore`); buffer flattening comes later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..arith import INF, prove, simplify, symbolic_bounds, upper_bound
+from ..dtype import HANDLE
+from ..expr import BinaryOp, Const, Expr, IterVar, Reduce, TensorRead, Var, binary, const
+from ..ir import (
+    Allocate,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    ProducerLoad,
+    ProducerStore,
+    Scope,
+    Stmt,
+    seq,
+)
+from ..schedule import AttachKind, LoopAnnotation, Schedule, Stage
+from ..tensor import ComputeOp, PlaceholderOp, Tensor
+from ..visitor import Mutator, free_vars, post_order_visit, substitute
+from .inline import inline_bodies
+from .stage_loops import StageLoops, _descendants
+
+_FOR_KIND = {
+    LoopAnnotation.VECTORIZE: ForKind.VECTORIZED,
+    LoopAnnotation.PARALLEL: ForKind.PARALLEL,
+    LoopAnnotation.UNROLL: ForKind.UNROLLED,
+}
+
+
+@dataclass
+class _Region:
+    """Per data axis of a stage: where its buffer starts in tensor coordinates, how many points
+    are needed, and how many the loops run over (a constant bound when one exists)."""
+
+    offsets: list[Expr]
+    extents: list[Expr]
+    loop_extents: list[Expr]
+    attached: bool
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def _check_args(schedule: Schedule, args: Sequence[Tensor]) -> list[Tensor]:
+    if isinstance(args, Tensor) or not isinstance(args, (list, tuple)):
+        raise TypeError("args must be a list of tensors, e.g. [A, B, C]")
+    seen: set[Tensor] = set()
+    for position, t in enumerate(args):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"args[{position}] is a {type(t).__name__}, not a Tensor")
+        if t in seen:
+            raise ValueError(f"args[{position}]: tensor {t.name} is listed twice")
+        seen.add(t)
+        stage = schedule[t.op]
+        if stage.attach is AttachKind.INLINE:
+            raise ValueError(f"args[{position}]: tensor {t.name} is inlined and has no memory")
+    for op in schedule.outputs:
+        for t in op.outputs:
+            if t not in seen and not any(a.op is schedule[op].op for a in seen):
+                raise ValueError(f"output tensor {t.name} is not in args")
+    return list(args)
+
+
+class LoopNestBuilder:
+    """Builds the loop IR of a schedule; see the module docstring."""
+
+    def __init__(self, schedule: Schedule, args: Sequence[Tensor], name: str):
+        self.schedule = schedule
+        self.args = _check_args(schedule, args)
+        self.name = name
+        self.bodies = inline_bodies(schedule)
+        self.buffers: dict[tuple[Stage, int], Buffer] = {}
+        self.regions: dict[Stage, _Region] = {}
+        self.loops: dict[Stage, StageLoops] = {}
+        self.root_values: dict[Stage, dict[IterVar, Expr]] = {}
+        self.ranges: dict[Var, tuple[float, float]] = {}
+        self.attached: dict[IterVar, list[Stage]] = {}
+        self.compute_stages = [
+            s
+            for s in schedule.stages
+            if isinstance(s.op, ComputeOp) and s.attach is not AttachKind.INLINE
+        ]
+
+    # -- buffers ------------------------------------------------------------------------------
+
+    def _param_buffers(self) -> list[Buffer]:
+        params = []
+        for t in self.args:
+            stage = self.schedule[t.op]
+            buf = Buffer(t.name, t.dtype_, tuple(t.shape), Var(f"{t.name}_data", HANDLE))
+            self.buffers[(stage, t.value_index)] = buf
+            params.append(buf)
+        return params
+
+    def _local_buffer(self, stage: Stage, index: int) -> Buffer:
+        key = (stage, index)
+        if key not in self.buffers:
+            t = stage.op.outputs[index]
+            shape = tuple(self.regions[stage].loop_extents)
+            self.buffers[key] = Buffer(
+                t.name, t.dtype_, shape, Var(f"{t.name}_data", HANDLE), Scope.LOCAL
+            )
+        return self.buffers[key]
+
+    # -- bound inference -----------------------------------------------------------------------
+
+    def _infer_region(self, stage: Stage) -> _Region:
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        full = [iv.dom.extent for iv in op.axis]
+        zeros = [const(0) for _ in op.axis]
+        if stage.attach is not AttachKind.SCOPE:
+            return _Region(zeros, full, full, attached=False)
+        consumer, at = stage.attach_stage, stage.attach_ivar
+        assert consumer is not None and at is not None
+        for reader in self.schedule._readers(stage):
+            if reader is not consumer and reader.attach is not AttachKind.INLINE:
+                raise ValueError(
+                    f"stage {stage.name} is computed at {consumer.name} but {reader.name} reads "
+                    "it too; compute it at root or cache it per reader"
+                )
+        position = next(k for k, iv in enumerate(consumer.leaf_iter_vars) if iv is at)
+        consumer_loops = self.loops[consumer]
+        relax = {
+            iv.var: (const(0), simplify(binary(BinaryOp.SUB, consumer_loops.leaf_extent(iv), 1)))
+            for iv in consumer.leaf_iter_vars[position + 1 :]
+        }
+        values = {iv.var: v for iv, v in self.root_values[consumer].items()}
+        lows: list[list[Expr]] = [[] for _ in op.axis]
+        highs: list[list[Expr]] = [[] for _ in op.axis]
+        understood = [True for _ in op.axis]
+
+        def collect(node: object) -> None:
+            if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage:
+                for d, index in enumerate(node.indices):
+                    b = symbolic_bounds(simplify(substitute(index, values)), relax)
+                    if b is None:
+                        understood[d] = False
+                    else:
+                        lows[d].append(b[0])
+                        highs[d].append(b[1])
+
+        for body in self.bodies[consumer]:
+            post_order_visit(body, collect)
+        offsets, extents, loop_extents = [], [], []
+        for d, iv in enumerate(op.axis):
+            if not understood[d] or not lows[d]:
+                offsets.append(const(0))
+                extents.append(full[d])
+                loop_extents.append(full[d])
+                continue
+            lo, hi = lows[d][0], highs[d][0]
+            for other_lo, other_hi in zip(lows[d][1:], highs[d][1:]):
+                lo = binary(BinaryOp.MIN, lo, other_lo)
+                hi = binary(BinaryOp.MAX, hi, other_hi)
+            lo, hi = simplify(lo, self.ranges), simplify(hi, self.ranges)
+            extent = simplify(binary(BinaryOp.ADD, binary(BinaryOp.SUB, hi, lo), 1), self.ranges)
+            bound = upper_bound(extent, {**self.ranges, **self._relax_ranges(relax)})
+            offsets.append(lo)
+            extents.append(extent)
+            loop_extents.append(const(bound) if bound is not None else extent)
+        return _Region(offsets, extents, loop_extents, attached=True)
+
+    def _relax_ranges(self, relax: dict[Var, tuple[Expr, Expr]]) -> dict[Var, tuple[float, float]]:
+        out = {}
+        for v, (lo, hi) in relax.items():
+            if isinstance(lo, Const) and isinstance(hi, Const):
+                out[v] = (float(lo.value), float(hi.value))
+        return out
+
+    def _analyse(self) -> None:
+        for stage in self.compute_stages:
+            if stage.attach is AttachKind.SCOPE:
+                self.attached.setdefault(stage.attach_ivar, []).append(stage)
+        for stage in reversed(self.compute_stages):
+            op = stage.op
+            assert isinstance(op, ComputeOp)
+            region = self._infer_region(stage)
+            self.regions[stage] = region
+            root_extents = dict(zip(op.axis, region.loop_extents))
+            root_extents.update({iv: iv.dom.extent for iv in op.reduce_axis})
+            loops = StageLoops.build(stage, root_extents)
+            self.loops[stage] = loops
+            values: dict[IterVar, Expr] = {}
+            for d, iv in enumerate(op.axis):
+                rel = loops.relative_values[iv]
+                values[iv] = rel if _is_zero(region.offsets[d]) else binary(
+                    BinaryOp.ADD, region.offsets[d], rel
+                )
+            for iv in op.reduce_axis:
+                rel = loops.relative_values[iv]
+                values[iv] = rel if _is_zero(iv.dom.min) else binary(BinaryOp.ADD, iv.dom.min, rel)
+            self.root_values[stage] = {iv: simplify(v) for iv, v in values.items()}
+            for iv in stage.leaf_iter_vars:
+                extent = simplify(loops.leaf_extent(iv))
+                if isinstance(extent, Const):
+                    self.ranges[iv.var] = (0.0, float(int(extent.value) - 1))
+
+    # -- guards --------------------------------------------------------------------------------
+
+    def _guards(self, stage: Stage, include_reduce: bool) -> list[Expr]:
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        loops, region = self.loops[stage], self.regions[stage]
+        conditions: list[Expr] = []
+
+        def need(cond: Expr) -> None:
+            if prove(cond, self.ranges) is not True:
+                conditions.append(cond)
+
+        for d, iv in enumerate(op.axis):
+            rel = simplify(loops.relative_values[iv])
+            exact_extent, loop_extent = region.extents[d], region.loop_extents[d]
+            if not (loops.exact[iv] and loop_extent is exact_extent):
+                need(rel < exact_extent)
+            if region.attached:
+                absolute = self.root_values[stage][iv]
+                need(absolute >= 0)
+                need(absolute < iv.dom.extent)
+        if include_reduce:
+            for iv in op.reduce_axis:
+                if not loops.exact[iv]:
+                    need(simplify(loops.relative_values[iv]) < iv.dom.extent)
+        return conditions
+
+    @staticmethod
+    def _guarded(stmt: Stmt, conditions: list[Expr]) -> Stmt:
+        if not conditions:
+            return stmt
+        cond = conditions[0]
+        for c in conditions[1:]:
+            cond = binary(BinaryOp.AND, cond, c)
+        return IfThenElse(cond, stmt, None, likely=True)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _rewrite_reads(self, expr: Expr) -> Expr:
+        return _ReadRewriter(self).visit(expr)
+
+    def buffer_access(self, tensor: Tensor, indices: Sequence[Expr]) -> ProducerLoad:
+        stage = self.schedule[tensor.op]
+        key = (stage, tensor.value_index)
+        if key not in self.buffers:
+            if isinstance(stage.op, PlaceholderOp):
+                raise ValueError(
+                    f"tensor {tensor.name} is read by the computation but is not in args"
+                )
+            self._local_buffer(stage, tensor.value_index)
+        buf = self.buffers[key]
+        region = self.regions.get(stage)
+        if region is not None and region.attached:
+            indices = [simplify(binary(BinaryOp.SUB, i, o)) for i, o in zip(indices, region.offsets)]
+        return ProducerLoad(buf, tuple(indices), buf.dtype)
+
+    # -- loop nests ----------------------------------------------------------------------------
+
+    def _loop(self, stage: Stage, iv: IterVar, body: Stmt) -> For:
+        extent = simplify(self.loops[stage].leaf_extent(iv))
+        kind = _FOR_KIND.get(stage.annotations.get(iv), ForKind.SERIAL)  # type: ignore[arg-type]
+        pragmas = tuple(stage.pragmas.get(iv, ()))
+        return For(iv.var, const(0), extent, kind, body, pragmas)
+
+    def _wrap_loops(self, stage: Stage, leaves: Sequence[IterVar], body: Stmt, attach: bool) -> Stmt:
+        for iv in reversed(leaves):
+            if attach and iv in self.attached:
+                inner = [self._stage_nest(child) for child in self.attached[iv]]
+                body = seq(*inner, body)
+                for child in reversed(self.attached[iv]):
+                    for k in range(child.op.num_outputs):
+                        body = Allocate(self._local_buffer(child, k), body)
+            body = self._loop(stage, iv, body)
+        return body
+
+    def _stage_nest(self, stage: Stage) -> Stmt:
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        loops = self.loops[stage]
+        values = {iv.var: v for iv, v in self.root_values[stage].items()}
+        store_index = tuple(simplify(loops.relative_values[iv]) for iv in op.axis)
+        outputs = [self._local_buffer(stage, k) for k in range(op.num_outputs)]
+        body = self.bodies[stage]
+        if not op.reduce_axis:
+            stores = [
+                ProducerStore(buf, store_index, self._rewrite_reads(substitute(value, values)))
+                for buf, value in zip(outputs, body)
+            ]
+            inner = self._guarded(seq(*stores), self._guards(stage, include_reduce=False))
+            return self._wrap_loops(stage, stage.leaf_iter_vars, inner, attach=True)
+        if len(body) != 1:
+            raise NotImplementedError(f"stage {stage.name}: reductions with several outputs")
+        reduce = body[0]
+        assert isinstance(reduce, Reduce)
+        reduce_leaves: set[IterVar] = set()
+        for iv in op.reduce_axis:
+            reduce_leaves.update(_descendants(stage, iv))
+        leaves = stage.leaf_iter_vars
+        split_at = next((k for k, iv in enumerate(leaves) if iv in reduce_leaves), len(leaves))
+        buf = outputs[0]
+        identity = reduce.combiner.identity[reduce.value_index]
+        init = self._guarded(
+            ProducerStore(buf, store_index, identity), self._guards(stage, include_reduce=False)
+        )
+        init_leaves = [iv for iv in leaves[split_at:] if iv not in reduce_leaves]
+        init_nest = self._wrap_loops(stage, init_leaves, init, attach=False)
+        source = self._rewrite_reads(substitute(reduce.source[reduce.value_index], values))
+        current = ProducerLoad(buf, store_index, buf.dtype)
+        combined = substitute(
+            reduce.combiner.result[reduce.value_index],
+            {reduce.combiner.lhs[0]: current, reduce.combiner.rhs[0]: source},
+        )
+        update: Stmt = ProducerStore(buf, store_index, combined)
+        condition = simplify(self._rewrite_reads(substitute(reduce.condition, values)))
+        if not (isinstance(condition, Const) and condition.value):
+            update = IfThenElse(condition, update)
+        update = self._guarded(update, self._guards(stage, include_reduce=True))
+        update_nest = self._wrap_loops(stage, leaves[split_at:], update, attach=True)
+        return self._wrap_loops(stage, leaves[:split_at], seq(init_nest, update_nest), attach=True)
+
+    def build(self) -> PrimFunc:
+        params = self._param_buffers()
+        for buf in params:
+            for dim in buf.shape:
+                for v in free_vars(dim):
+                    self.ranges[v] = (0.0, INF)  # sizes are never negative
+        self._analyse()
+        nests = [self._stage_nest(s) for s in self.compute_stages if s.attach is AttachKind.ROOT]
+        body = seq(*nests)
+        param_set = set(params)
+        for stage in reversed(self.compute_stages):
+            if stage.attach is not AttachKind.ROOT:
+                continue
+            for k in range(stage.op.num_outputs):
+                buf = self._local_buffer(stage, k)
+                if buf not in param_set:
+                    body = Allocate(buf, body)
+        shape_vars: list[Var] = []
+        for buf in params:
+            for dim in buf.shape:
+                for v in sorted(free_vars(dim), key=lambda v: v.name):
+                    if v not in shape_vars:
+                        shape_vars.append(v)
+        return PrimFunc(self.name, tuple(params), tuple(shape_vars), body)
+
+
+class _ReadRewriter(Mutator):
+    def __init__(self, builder: LoopNestBuilder):
+        self.builder = builder
+
+    def visit_TensorRead(self, node: TensorRead) -> Expr:
+        indices = [self.visit(i) for i in node.indices]
+        return self.builder.buffer_access(node.tensor, indices)
+
+    def visit_Reduce(self, node: Reduce) -> Expr:
+        raise ValueError("a reduction may only be the whole body of a compute")
+
+
+def build_loop_nest(schedule: Schedule, args: Sequence[Tensor], name: str) -> PrimFunc:
+    """Loop IR for `schedule` with `args` as the kernel's buffer parameters, in order."""
+    return LoopNestBuilder(schedule, args, name).build()
+

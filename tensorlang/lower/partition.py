@@ -1,0 +1,156 @@
+"""Loop partitioning: split off the iterations where a non-dividing split's guard can fail.
+
+A guard `if i.outer * 8 + i.inner < n` (marked likely by the loop-nest builder) holds for every
+iteration of `i.outer` below some bound. This pass splits such a loop in two: a main loop where
+the guard is known to hold and is removed, and a short tail loop that keeps it. The main body is
+then branch-free, which is what vectorization and the CPU's pipeline want.
+"""
+
+from __future__ import annotations
+
+from ..arith import INF, Simplifier, simplify, structural_key, symbolic_bounds
+from ..expr import Binary, BinaryOp, Compare, CompareOp, Const, Expr, Var, binary, const
+from ..ir import For, ForKind, IfThenElse, PrimFunc, Stmt, seq
+from ..visitor import Mutator, Visitor, substitute, uses_var
+
+
+def _atoms(cond: Expr) -> list[Expr]:
+    if isinstance(cond, Binary) and cond.op is BinaryOp.AND:
+        return _atoms(cond.a) + _atoms(cond.b)
+    return [cond]
+
+
+def _as_negative(atom: Expr) -> Expr | None:
+    """`e` such that atom <=> e < 0, for integer comparisons."""
+    if not isinstance(atom, Compare) or not atom.a.dtype.is_integer:
+        return None
+    a, b = atom.a, atom.b
+    one = const(1, a.dtype)
+    table = {
+        CompareOp.LT: lambda: binary(BinaryOp.SUB, a, b),
+        CompareOp.LE: lambda: binary(BinaryOp.SUB, binary(BinaryOp.SUB, a, b), one),
+        CompareOp.GT: lambda: binary(BinaryOp.SUB, b, a),
+        CompareOp.GE: lambda: binary(BinaryOp.SUB, binary(BinaryOp.SUB, b, a), one),
+    }
+    return table[atom.op]() if atom.op in table else None
+
+
+class _InnerLoops(Visitor):
+    """Collects the loops inside a statement with their extents (to relax their variables)."""
+
+    def __init__(self) -> None:
+        self.relax: dict[Var, tuple[Expr, Expr]] = {}
+
+    def visit_For(self, node: For) -> None:
+        hi = simplify(binary(BinaryOp.SUB, binary(BinaryOp.ADD, node.min, node.extent), 1))
+        self.relax[node.var] = (node.min, hi)
+        self.visit(node.body)
+
+
+class _LikelyGuards(Visitor):
+    def __init__(self) -> None:
+        self.guards: list[IfThenElse] = []
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        if node.likely:
+            self.guards.append(node)
+        self.generic_visit(node)
+
+
+class _ReplaceAtoms(Mutator):
+    def __init__(self, proven: set[int]):
+        self.proven = proven
+
+    def visit_Compare(self, node: Compare) -> Expr:
+        return const(True) if id(node) in self.proven else node
+
+
+def _linear_split(neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]]) -> tuple[str, Expr] | None:
+    """For `neg < 0` with neg = c*v + rest: ('below', p) if it holds for v < p, ('from', p) if
+    for v >= p, whatever the inner loop variables are; None if not of that form."""
+    s = Simplifier()
+    lin = s._linear(simplify(neg))
+    coef = 0
+    for atom, c in lin.nonzero():
+        if atom is v:
+            coef = c
+        elif uses_var(atom, {v}):
+            return None
+    if coef == 0:
+        return None
+    rest = lin.scaled(1)
+    for key, atom in lin.atoms.items():
+        if atom is v:
+            rest.terms[key] = 0
+    bounds = symbolic_bounds(rest.to_expr(), relax)
+    if bounds is None:
+        return None
+    upper = bounds[1]
+    if coef > 0:  # coef*v + upper <= -1  <=>  v <= (-1 - upper) // coef
+        p = binary(BinaryOp.ADD, binary(BinaryOp.FLOORDIV, binary(BinaryOp.SUB, -1, upper), coef), 1)
+        return "below", simplify(p)
+    k = -coef  # upper + 1 <= k*v  <=>  v >= ceil((upper + 1) / k)
+    p = binary(BinaryOp.FLOORDIV, binary(BinaryOp.ADD, upper, k), k)
+    return "from", simplify(p)
+
+
+class _Partitioner(Mutator):
+    def __init__(self, func: PrimFunc):
+        # Shape variables are sizes: never negative.
+        self.ranges = {v: (0.0, INF) for v in func.shape_vars}
+
+    def visit_For(self, node: For) -> Stmt:
+        if node.kind in (ForKind.VECTORIZED, ForKind.UNROLLED):
+            return self.generic_visit(node)
+        finder = _LikelyGuards()
+        finder.visit(node.body)
+        inner = _InnerLoops()
+        inner.visit(node.body)
+        start, end = node.min, binary(BinaryOp.ADD, node.min, node.extent)
+        lo, hi = start, end
+        proven: set[int] = set()
+        seen_bounds: set[object] = set()
+        for guard in finder.guards:
+            for atom in _atoms(guard.cond):
+                neg = _as_negative(atom)
+                if neg is None or not uses_var(neg, {node.var}):
+                    continue
+                split = _linear_split(neg, node.var, inner.relax)
+                if split is None:
+                    continue
+                side, p = split
+                key = (side, structural_key(p))
+                proven.add(id(atom))
+                if key in seen_bounds:
+                    continue
+                seen_bounds.add(key)
+                if side == "below":
+                    hi = binary(BinaryOp.MIN, hi, p)
+                else:
+                    lo = binary(BinaryOp.MAX, lo, p)
+        if not proven:
+            return self.generic_visit(node)
+        lo = simplify(binary(BinaryOp.MIN, binary(BinaryOp.MAX, lo, start), end), self.ranges)
+        hi = simplify(binary(BinaryOp.MAX, binary(BinaryOp.MIN, hi, end), lo), self.ranges)
+        main_body = self.visit(_ReplaceAtoms(proven).visit(node.body))
+        tail_body = self.visit(node.body)
+        pieces = [
+            _loop_over(node, start, lo, tail_body, self.ranges),
+            _loop_over(node, lo, hi, main_body, self.ranges),
+            _loop_over(node, hi, end, tail_body, self.ranges),
+        ]
+        return seq(*(p for p in pieces if p is not None))
+
+
+def _loop_over(node: For, begin: Expr, end: Expr, body: Stmt, ranges: dict) -> Stmt | None:
+    extent = simplify(binary(BinaryOp.SUB, end, begin), ranges)
+    if isinstance(extent, Const) and int(extent.value) <= 0:
+        return None
+    # A fresh variable per copy keeps loop variables unique in the function.
+    var = Var(node.var.name, node.var.dtype)
+    return For(var, simplify(begin), extent, node.kind, substitute(body, {node.var: var}), node.annotations)
+
+
+def partition_loops(func: PrimFunc) -> PrimFunc:
+    """Split loops so that likely guards vanish from the main iterations (see module docstring)."""
+    return func.with_body(_Partitioner(func).visit(func.body))

@@ -1,0 +1,5 @@
+"""Placeholder until the real pass lands."""
+
+
+def unroll_loops(func):
+    return func

@@ -1,0 +1,104 @@
+"""LLVM IR text -> optimised machine code in this process (MCJIT), cached by the IR text.
+
+The runtime stage of the data flow. `TL_DEBUG=1` prints compile timings, `3` the LLVM IR and
+`4` the assembly, to stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from ..codegen.target import Target
+from .threadpool import native
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("TL_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+@dataclass
+class JitFunction:
+    """A compiled kernel: the addresses of `name` and `name_packed`, kept alive by `engine`."""
+
+    name: str
+    ll: str
+    target: Target
+    address: int
+    packed_address: int
+    engine: llvm.ExecutionEngine
+
+    def assembly(self) -> str:
+        """The optimised machine code as assembly text (recompiled on demand)."""
+        mod = parse_and_optimize(self.ll, self.target)
+        return self.target.target_machine().emit_assembly(mod)
+
+
+_CACHE: dict[str, JitFunction] = {}
+_LOCK = threading.Lock()
+
+
+def parse_and_optimize(ll: str, target: Target, pic: bool = False) -> llvm.ModuleRef:
+    """Parse and verify LLVM IR text and run the O3 pipeline on it."""
+    mod = llvm.parse_assembly(ll)
+    mod.verify()
+    tm = target.target_machine(pic)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def compile_ir(ll: str, name: str, target: Target) -> JitFunction:
+    """Compile LLVM IR text holding `name` and `name_packed` to machine code (cached).
+
+    Raises:
+        RuntimeError: LLVM rejects the IR (a codegen bug); the message carries LLVM's reason.
+    """
+    key = hashlib.sha256(f"{target}\0{ll}".encode()).hexdigest()
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    native()  # the runtime's symbols must be registered before MCJIT links
+    level = debug_level()
+    if level >= 3:
+        print(ll, file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        mod = parse_and_optimize(ll, target)
+    except RuntimeError as exc:
+        raise RuntimeError(f"LLVM rejected the code generated for {name}: {exc}") from exc
+    t1 = time.perf_counter()
+    engine = llvm.create_mcjit_compiler(mod, target.target_machine())
+    engine.finalize_object()
+    t2 = time.perf_counter()
+    jf = JitFunction(
+        name=name,
+        ll=ll,
+        target=target,
+        address=engine.get_function_address(name),
+        packed_address=engine.get_function_address(f"{name}_packed"),
+        engine=engine,
+    )
+    if level >= 1:
+        print(
+            f"[tensorlang] {name}: llvm opt {1e3 * (t1 - t0):.1f} ms, "
+            f"machine code {1e3 * (t2 - t1):.1f} ms",
+            file=sys.stderr,
+        )
+    if level >= 4:
+        print(jf.assembly(), file=sys.stderr)
+    with _LOCK:
+        _CACHE.setdefault(key, jf)
+    return jf

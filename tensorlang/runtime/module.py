@@ -1,0 +1,166 @@
+"""`Module`: a compiled kernel as a safe Python callable on arrays.
+
+The last stage of the data flow. Arguments are checked (runtime/args.py) and then passed to the
+native function through a cffi function pointer, which is the cheapest call path from Python.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..codegen.target import Target
+from ..ir import PrimFunc
+from .args import ArgChecker, Signature
+from .threadpool import native
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Seconds per call: `results` has one mean per repeat."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results)
+
+    def __str__(self) -> str:
+        return (
+            f"mean {self.mean * 1e3:.4f} ms, median {self.median * 1e3:.4f} ms, "
+            f"min {self.min * 1e3:.4f} ms over {len(self.results)} repeats"
+        )
+
+
+class Module:
+    """A compiled kernel: call it with arrays, time it, show its code, export it.
+
+    Attributes:
+        func: the PrimFunc it was compiled from (None for a module loaded from a library).
+        target: the Target it was compiled for.
+        signature: what each argument must look like.
+    """
+
+    def __init__(
+        self,
+        signature: Signature,
+        target: Target,
+        address: int,
+        packed_address: int,
+        func: PrimFunc | None = None,
+        ll: str | None = None,
+        assembly: Callable[[], str] | None = None,
+        keepalive: Any = None,
+    ) -> None:
+        self.signature = signature
+        self.target = target
+        self.func = func
+        self._ll = ll
+        self._assembly = assembly
+        self._keepalive = keepalive
+        self._checker = ArgChecker(signature)
+        ffi = native().ffi
+        self._ffi = ffi
+        arg_types = ["void *"] * len(signature.params) + ["int64_t"] * len(signature.shape_vars)
+        self._fn = ffi.cast(f"void (*)({', '.join(arg_types) or 'void'})", address)
+        self._packed = ffi.cast("void (*)(int64_t *)", packed_address)
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.dtype}{p.shape_str()}" for p in self.signature.params)
+        return f"<tensorlang.Module {self.name}({params}) target={self.target}>"
+
+    def __call__(self, *args: Any) -> None:
+        """Run the kernel on `args` (outputs are written in place).
+
+        Raises:
+            TypeError, ValueError: an argument does not match the kernel's signature.
+        """
+        arrays, shape_values = self._checker.check(args)
+        from_buffer = self._ffi.from_buffer
+        self._fn(*[from_buffer(a) for a in arrays], *shape_values)
+
+    def time_evaluator(
+        self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0
+    ) -> Callable[..., BenchmarkResult]:
+        """A function that runs the kernel `number` times per repeat and reports seconds per call.
+
+        Args:
+            number: calls per repeat (raised until a repeat lasts `min_repeat_ms`).
+            repeat: how many means are measured.
+            min_repeat_ms: the shortest duration of one repeat, in milliseconds.
+        """
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be >= 1, got {number} and {repeat}")
+
+        def evaluate(*args: Any) -> BenchmarkResult:
+            arrays, shape_values = self._checker.check(args)
+            ffi, lib = self._ffi, native().lib
+            keep = [ffi.from_buffer(a) for a in arrays]
+            packed = ffi.new(
+                "int64_t[]",
+                [int(ffi.cast("intptr_t", b)) for b in keep] + shape_values or [0],
+            )
+            calls = number
+            lib.tl_time_packed(self._packed, packed, 1)  # warm caches and the thread pool
+            results = []
+            for _ in range(repeat):
+                seconds = lib.tl_time_packed(self._packed, packed, calls)
+                while min_repeat_ms > 0 and seconds * calls * 1e3 < min_repeat_ms:
+                    spent = max(seconds * calls * 1e3, 1e-6)
+                    calls = max(calls + 1, math.ceil(calls * min(10.0, 1.2 * min_repeat_ms / spent)))
+                    seconds = lib.tl_time_packed(self._packed, packed, calls)
+                results.append(seconds)
+            return BenchmarkResult(tuple(results))
+
+        return evaluate
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The kernel's code: "ll" (LLVM IR), "asm" (assembly) or "ir" (the loop IR)."""
+        if fmt == "ir":
+            if self.func is None:
+                raise ValueError(f"module {self.name} was loaded from a library; it has no loop IR")
+            return str(self.func)
+        if fmt == "ll" and self._ll is not None:
+            return self._ll
+        if fmt == "asm" and self._assembly is not None:
+            return self._assembly()
+        if fmt not in ("ll", "asm"):
+            raise ValueError(f"unknown source format {fmt!r}; use 'll', 'asm' or 'ir'")
+        raise ValueError(f"module {self.name} was loaded from a library; its {fmt} is not kept")
+
+    def export_library(self, path: str | Path) -> None:
+        """Write a shared library with a plain C ABI, a header (`.h`) and a signature (`.json`).
+
+        The library exports `void <name>(T* arg..., int64_t shape_var...)` and the runtime's
+        `tl_set_num_threads`; `tensorlang.runtime.load_module(path)` loads it back with argument
+        checks.
+        """
+        from .export import export_library
+
+        if self._ll is None:
+            raise ValueError(f"module {self.name} was loaded from a library; export the original")
+        export_library(self._ll, self.signature, self.target, Path(path))

@@ -1,0 +1,168 @@
+/* The tensorlang runtime: a persistent thread pool for parallel loops and aligned allocation.
+ *
+ * Generated code calls tl_parallel_for(fn, closure, n): tasks 0..n-1 run fn(task, n, closure),
+ * task 0 on the calling thread, the others on persistent workers that spin briefly after a job
+ * (back-to-back parallel loops then start in well under a microsecond) and then sleep on a
+ * condition variable. A parallel loop started from inside a task runs serially.
+ * The same source is compiled into JIT processes (via cffi) and into exported libraries.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef void (*tl_task_fn)(int32_t task, int32_t num_tasks, void *closure);
+
+#define TL_MAX_THREADS 256
+#define TL_SPIN_ITERS 20000
+
+static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;     /* workers' sleep */
+static pthread_cond_t tl_wake = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t tl_submit = PTHREAD_MUTEX_INITIALIZER;   /* one job at a time */
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static int tl_num_threads = 0;      /* threads a parallel loop uses, the caller included */
+static int tl_num_workers = 0;      /* started worker threads */
+static volatile int tl_generation = 0;
+static tl_task_fn tl_job_fn;
+static void *tl_job_closure;
+static int tl_job_tasks;
+/* Task ids are claimed with fetch_add; between jobs the counter holds TL_IDLE, so a worker that
+ * arrives late claims nothing, whatever job fields it reads. */
+#define TL_IDLE (1 << 30)
+static int tl_next_task = TL_IDLE;
+static int tl_pending;              /* tasks not finished */
+static __thread int tl_in_task = 0;
+
+static inline void tl_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void tl_run_tasks(void) {
+    tl_in_task = 1;
+    for (;;) {
+        int task = __atomic_fetch_add(&tl_next_task, 1, __ATOMIC_ACQ_REL);
+        if (task >= TL_IDLE || task >= tl_job_tasks) break;
+        tl_job_fn(task, tl_job_tasks, tl_job_closure);
+        __atomic_fetch_sub(&tl_pending, 1, __ATOMIC_ACQ_REL);
+    }
+    tl_in_task = 0;
+}
+
+static void *tl_worker(void *arg) {
+    (void)arg;
+    int seen = __atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE);
+    for (;;) {
+        int spins = 0;
+        while (__atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE) == seen && spins < TL_SPIN_ITERS) {
+            tl_pause();
+            spins++;
+        }
+        if (__atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE) == seen) {
+            pthread_mutex_lock(&tl_lock);
+            while (tl_generation == seen) pthread_cond_wait(&tl_wake, &tl_lock);
+            pthread_mutex_unlock(&tl_lock);
+        }
+        seen = __atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE);
+        tl_run_tasks();
+    }
+    return NULL;
+}
+
+static void tl_init(void) {
+    const char *env = getenv("TL_NUM_THREADS");
+    int n = env ? atoi(env) : 0;
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) n = 1;
+    if (n > TL_MAX_THREADS) n = TL_MAX_THREADS;
+    tl_num_threads = n;
+}
+
+static void tl_ensure_workers(int wanted) {
+    while (tl_num_workers < wanted) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&thread, &attr, tl_worker, NULL) != 0) {
+            pthread_attr_destroy(&attr);
+            break;
+        }
+        pthread_attr_destroy(&attr);
+        tl_num_workers++;
+    }
+}
+
+int tl_get_num_threads(void) {
+    pthread_once(&tl_once, tl_init);
+    return tl_num_threads;
+}
+
+void tl_set_num_threads(int n) {
+    pthread_once(&tl_once, tl_init);
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > TL_MAX_THREADS) n = TL_MAX_THREADS;
+    __atomic_store_n(&tl_num_threads, n < 1 ? 1 : n, __ATOMIC_RELEASE);
+}
+
+static void tl_run_serial(tl_task_fn fn, void *closure, int n) {
+    for (int i = 0; i < n; i++) fn(i, n, closure);
+}
+
+void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n) {
+    if (n <= 0) return;
+    pthread_once(&tl_once, tl_init);
+    /* Nested loops, single tasks, and a pool busy with another caller's job run serially. */
+    if (n == 1 || tl_in_task || tl_num_threads <= 1 || pthread_mutex_trylock(&tl_submit) != 0) {
+        int outer = tl_in_task;
+        tl_in_task = 1;
+        tl_run_serial(fn, closure, n);
+        tl_in_task = outer;
+        return;
+    }
+    int workers = (n < tl_num_threads ? n : tl_num_threads) - 1;
+    tl_ensure_workers(workers);
+    tl_job_fn = fn;
+    tl_job_closure = closure;
+    tl_job_tasks = n;
+    __atomic_store_n(&tl_pending, n, __ATOMIC_RELEASE);
+    /* Task 0 is the caller's; workers claim the others. */
+    __atomic_store_n(&tl_next_task, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&tl_lock);
+    __atomic_add_fetch(&tl_generation, 1, __ATOMIC_ACQ_REL);
+    pthread_cond_broadcast(&tl_wake);
+    pthread_mutex_unlock(&tl_lock);
+    tl_in_task = 1;
+    fn(0, n, closure);
+    __atomic_fetch_sub(&tl_pending, 1, __ATOMIC_ACQ_REL);
+    tl_in_task = 0;
+    tl_run_tasks();
+    while (__atomic_load_n(&tl_pending, __ATOMIC_ACQUIRE) > 0) tl_pause();
+    __atomic_store_n(&tl_next_task, TL_IDLE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&tl_submit);
+}
+
+void *tl_aligned_alloc(int64_t size) {
+    void *ptr = NULL;
+    size_t bytes = size > 0 ? (size_t)((size + 63) & ~(int64_t)63) : 64;
+    if (posix_memalign(&ptr, 64, bytes) != 0) abort(); /* generated code has no error path */
+    return ptr;
+}
+
+void tl_free(void *ptr) { free(ptr); }
+
+/* Seconds per call of a packed kernel, averaged over `number` calls (the timing loop of
+ * Module.time_evaluator, kept out of Python so that its overhead does not count). */
+double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < number; i++) fn(args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return number > 0 ? seconds / number : 0.0;
+}

@@ -1,0 +1,99 @@
+"""The native runtime (threadpool.c), compiled with cffi on first use and shared with the JIT.
+
+The compiled extension is cached in `~/.cache/tensorlang/` (or `$TL_CACHE_DIR`) under a hash of the
+C source, so a process pays for the C compiler only once per source version. Its functions are
+registered with `llvmlite.binding.add_symbol` so that generated code can call them by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import llvmlite.binding as llvm
+
+from ..codegen.intrinsics import LIBM_SYMBOLS
+
+SOURCE_PATH = Path(__file__).with_name("threadpool.c")
+
+CDEF = """
+typedef void (*tl_task_fn)(int32_t, int32_t, void *);
+void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n);
+int tl_get_num_threads(void);
+void tl_set_num_threads(int n);
+void *tl_aligned_alloc(int64_t size);
+void tl_free(void *ptr);
+double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number);
+"""
+EXPORTED = ("tl_parallel_for", "tl_get_num_threads", "tl_set_num_threads", "tl_aligned_alloc",
+            "tl_free", "tl_time_packed")
+
+
+def cache_dir() -> Path:
+    """Where compiled runtime pieces are kept between processes."""
+    root = os.environ.get("TL_CACHE_DIR") or os.path.join(Path.home(), ".cache", "tensorlang")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _build(source: str, module_name: str, target: Path) -> None:
+    """Compile the extension in a private directory and move it into place atomically, so that
+    processes starting together never load a half-written file."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(module_name, source, extra_compile_args=["-O2"], libraries=["pthread"])
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = ffi.compile(tmpdir=tmp, verbose=False)
+        os.replace(built, target)
+
+
+@functools.cache
+def native() -> ModuleType:
+    """The loaded cffi extension (`.ffi`, `.lib`), built on first use."""
+    source = SOURCE_PATH.read_text()
+    digest = hashlib.sha256((source + CDEF + sys.version).encode()).hexdigest()[:16]
+    module_name = f"_tl_runtime_{digest}"
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    path = cache_dir() / f"{module_name}{suffix}"
+    if not path.exists():
+        _build(source, module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _register(module)
+    return module
+
+
+def _register(module: ModuleType) -> None:
+    ffi, lib = module.ffi, module.lib
+    for name in EXPORTED:
+        llvm.add_symbol(name, int(ffi.cast("uintptr_t", ffi.addressof(lib, name))))
+    libm_name = ctypes.util.find_library("m")
+    libm = ctypes.CDLL(libm_name) if libm_name else ctypes.CDLL(None)
+    for name in LIBM_SYMBOLS:
+        llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+
+
+def set_num_threads(n: int) -> None:
+    """Use `n` threads (the caller included) for parallel loops; n <= 0 means all cores."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"set_num_threads takes an int, got {type(n).__name__}")
+    native().lib.tl_set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The number of threads parallel loops use (TL_NUM_THREADS, default all cores)."""
+    return int(native().lib.tl_get_num_threads())

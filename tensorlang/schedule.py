@@ -1,0 +1,562 @@
+"""Schedules: how to loop over each compute. Every primitive is a recorded, frozen step.
+
+The fourth layer of the data flow. A `Schedule` holds one `Stage` per operation. A stage starts
+with one loop per axis of its op; split/fuse add loop variables related to the originals
+(`Split`/`Fuse` relations), reorder permutes the loop order, annotations mark loops to vectorize,
+parallelise or unroll, and attachment (compute_at/inline/root) says where the stage's loop nest is
+placed. Only the loop-nest builder in `lower/` reads these fields. Illegal requests raise
+`ScheduleError` immediately, naming the axis and the stage.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from .expr import (
+    BinaryOp,
+    Const,
+    Expr,
+    IterKind,
+    IterVar,
+    Node,
+    Range,
+    Reduce,
+    TensorRead,
+    Var,
+    as_expr,
+    binary,
+    const,
+)
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .visitor import Mutator
+
+
+class ScheduleError(ValueError):
+    """An illegal schedule request (raised at the call that makes it)."""
+
+
+class LoopAnnotation(enum.Enum):
+    """How a loop of a stage should run."""
+
+    VECTORIZE = "vectorize"
+    PARALLEL = "parallel"
+    UNROLL = "unroll"
+
+
+class AttachKind(enum.Enum):
+    """Where a stage's loop nest goes."""
+
+    ROOT = "root"
+    INLINE = "inline"
+    SCOPE = "compute_at"
+
+
+@dataclass(frozen=True)
+class Split:
+    """parent = outer * inner_extent + inner (the inner extent is `factor`, or derived from
+    `nparts`); points past the parent's extent are guarded."""
+
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: Expr | None
+    nparts: Expr | None
+
+
+@dataclass(frozen=True)
+class Fuse:
+    """fused = outer * extent(inner) + inner."""
+
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+Relation = Union[Split, Fuse]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One primitive as the user called it; `str(stage)` lists these."""
+
+    primitive: str
+    arguments: str
+
+    def __str__(self) -> str:
+        return f"{self.primitive}({self.arguments})"
+
+
+def _ceildiv(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return const(-(-int(a.value) // int(b.value)), a.dtype)
+    return binary(BinaryOp.FLOORDIV, binary(BinaryOp.ADD, a, binary(BinaryOp.SUB, b, 1)), b)
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return const(int(a.value) * int(b.value), a.dtype)
+    return binary(BinaryOp.MUL, a, b)
+
+
+def _new_iter_var(name: str, extent: Expr, kind: IterKind) -> IterVar:
+    return IterVar(Var(name), Range(const(0), extent), kind)
+
+
+def _positive_factor(value: object, what: str, stage: Stage) -> Expr:
+    if isinstance(value, bool) or not isinstance(value, (int, Expr)) and not hasattr(value, "__index__"):
+        raise TypeError(f"stage {stage.name}: split {what} must be an int, got {value!r}")
+    if isinstance(value, Expr):
+        if not value.dtype.is_integer:
+            raise TypeError(f"stage {stage.name}: split {what} must be an integer, got {value.dtype}")
+        if isinstance(value, Const) and int(value.value) < 1:
+            raise ScheduleError(f"stage {stage.name}: split {what} must be >= 1, got {value.value}")
+        return value
+    if int(value) < 1:
+        raise ScheduleError(f"stage {stage.name}: split {what} must be >= 1, got {value}")
+    return const(int(value))
+
+
+class Stage:
+    """The schedule of one operation: its loops, their order and kinds, and where it is placed."""
+
+    def __init__(self, op: Operation, schedule: Schedule):
+        self.schedule = schedule
+        self.origin_op = op
+        self.op = op
+        self.relations: list[Relation] = []
+        self.annotations: dict[IterVar, LoopAnnotation] = {}
+        self.pragmas: dict[IterVar, list[tuple[str, object]]] = {}
+        self.attach = AttachKind.ROOT
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self.scope = "global"
+        self.is_output = False
+        self.steps: list[Step] = []
+        self._reset_axes()
+
+    def _reset_axes(self) -> None:
+        if isinstance(self.op, ComputeOp):
+            self.all_iter_vars: list[IterVar] = [*self.op.axis, *self.op.reduce_axis]
+        else:
+            self.all_iter_vars = []
+        self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def _require_compute(self, primitive: str) -> None:
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"{primitive}: stage {self.name} is a placeholder and has no loops")
+
+    def _require_leaf(self, axis: object, primitive: str) -> IterVar:
+        if not isinstance(axis, IterVar):
+            raise TypeError(f"{primitive} on stage {self.name}: expected an axis, got {axis!r}")
+        if not any(axis is leaf for leaf in self.leaf_iter_vars):
+            if any(axis is iv for iv in self.all_iter_vars):
+                raise ScheduleError(
+                    f"{primitive}: axis {axis.name} of stage {self.name} has already been split or "
+                    "fused; use the axes that primitive returned"
+                )
+            raise ScheduleError(f"{primitive}: axis {axis.name} is not an axis of stage {self.name}")
+        return axis
+
+    def _leaf_index(self, axis: IterVar) -> int:
+        return next(k for k, leaf in enumerate(self.leaf_iter_vars) if leaf is axis)
+
+    def _record(self, primitive: str, arguments: str) -> None:
+        self.steps.append(Step(primitive, arguments))
+
+    # -- loop structure -----------------------------------------------------------------------
+
+    def split(
+        self, parent: IterVar, factor: int | Expr | None = None, nparts: int | Expr | None = None
+    ) -> tuple[IterVar, IterVar]:
+        """Split `parent` into (outer, inner) with inner extent `factor`, or `nparts` outer
+        iterations. A factor that does not divide the extent is fine: the tail is guarded."""
+        self._require_compute("split")
+        self._require_leaf(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(
+                f"split of {parent.name} in stage {self.name}: give exactly one of factor, nparts"
+            )
+        extent = parent.dom.extent
+        if factor is not None:
+            f = _positive_factor(factor, "factor", self)
+            outer_extent, inner_extent, n = _ceildiv(extent, f), f, None
+        else:
+            n = _positive_factor(nparts, "nparts", self)
+            f = None
+            outer_extent, inner_extent = n, _ceildiv(extent, n)
+        outer = _new_iter_var(f"{parent.name}.outer", outer_extent, parent.kind)
+        inner = _new_iter_var(f"{parent.name}.inner", inner_extent, parent.kind)
+        self.relations.append(Split(parent, outer, inner, f, n))
+        position = self._leaf_index(parent)
+        self.leaf_iter_vars[position : position + 1] = [outer, inner]
+        self.all_iter_vars += [outer, inner]
+        self._inherit_marks(parent, outer)
+        given = f"factor={factor}" if factor is not None else f"nparts={nparts}"
+        self._record("split", f"{parent.name}, {given}")
+        return outer, inner
+
+    def _inherit_marks(self, parent: IterVar, outer: IterVar) -> None:
+        # An attachment point that is split moves to the outer part, as in TVM.
+        for stage in self.schedule.stages:
+            if stage.attach_stage is self and stage.attach_ivar is parent:
+                stage.attach_ivar = outer
+
+    def tile(
+        self, x_parent: IterVar, y_parent: IterVar, x_factor: int | Expr, y_factor: int | Expr
+    ) -> tuple[IterVar, IterVar, IterVar, IterVar]:
+        """Split two axes and order the result as (xo, yo, xi, yi)."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def fuse(self, *axes: IterVar) -> IterVar:
+        """Fuse consecutive loops (outermost first) into one loop over their product."""
+        self._require_compute("fuse")
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        if not axes:
+            raise ScheduleError(f"fuse on stage {self.name}: needs at least one axis")
+        for a in axes:
+            self._require_leaf(a, "fuse")
+        positions = [self._leaf_index(a) for a in axes]
+        for (p, a), (q, b) in zip(zip(positions, axes), zip(positions[1:], axes[1:])):
+            if q != p + 1:
+                raise ScheduleError(
+                    f"fuse on stage {self.name}: axes {a.name} and {b.name} are not adjacent "
+                    "loops in that order; reorder them first"
+                )
+        kinds = {a.kind for a in axes}
+        if len(kinds) > 1:
+            raise ScheduleError(
+                f"fuse on stage {self.name}: cannot fuse reduction and data-parallel axes "
+                f"({', '.join(a.name for a in axes)})"
+            )
+        fused = axes[0]
+        for inner in axes[1:]:
+            extent = _mul(fused.dom.extent, inner.dom.extent)
+            new = _new_iter_var(f"{fused.name}.{inner.name}.fused", extent, inner.kind)
+            self.relations.append(Fuse(fused, inner, new))
+            self.all_iter_vars.append(new)
+            position = self._leaf_index(fused)
+            self.leaf_iter_vars[position : position + 2] = [new]
+            fused = new
+        self._record("fuse", ", ".join(a.name for a in axes))
+        return fused
+
+    def reorder(self, *axes: IterVar) -> None:
+        """Put the given loops in this order, in the positions they occupy now."""
+        self._require_compute("reorder")
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        for a in axes:
+            self._require_leaf(a, "reorder")
+        if len({id(a) for a in axes}) != len(axes):
+            raise ScheduleError(f"reorder on stage {self.name}: an axis is listed twice")
+        positions = sorted(self._leaf_index(a) for a in axes)
+        for position, a in zip(positions, axes):
+            self.leaf_iter_vars[position] = a
+        self._record("reorder", ", ".join(a.name for a in axes))
+
+    # -- loop annotations ----------------------------------------------------------------------
+
+    def _annotate(self, axis: IterVar, annotation: LoopAnnotation) -> None:
+        self._require_compute(annotation.value)
+        self._require_leaf(axis, annotation.value)
+        if annotation is LoopAnnotation.PARALLEL and axis.kind is IterKind.REDUCE:
+            raise ScheduleError(
+                f"parallel: axis {axis.name} of stage {self.name} is a reduction axis; its "
+                "iterations update the same output, so they cannot run in parallel"
+            )
+        self.annotations[axis] = annotation
+        self._record(annotation.value, axis.name)
+
+    def vectorize(self, axis: IterVar) -> None:
+        """Run this loop as SIMD lanes (its extent becomes the vector width)."""
+        self._annotate(axis, LoopAnnotation.VECTORIZE)
+
+    def parallel(self, axis: IterVar) -> None:
+        """Run the iterations of this loop on several threads."""
+        self._annotate(axis, LoopAnnotation.PARALLEL)
+
+    def unroll(self, axis: IterVar) -> None:
+        """Copy the loop body once per iteration (constant extents only; others stay loops)."""
+        self._annotate(axis, LoopAnnotation.UNROLL)
+
+    def pragma(self, axis: IterVar, key: str, value: object = True) -> None:
+        """Attach a free-form hint to a loop; it is kept on the loop in the lowered IR."""
+        self._require_compute("pragma")
+        self._require_leaf(axis, "pragma")
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"pragma on stage {self.name}: key must be a non-empty string")
+        self.pragmas.setdefault(axis, []).append((key, value))
+        self._record("pragma", f"{axis.name}, {key!r}, {value!r}")
+
+    # -- placement ----------------------------------------------------------------------------
+
+    def compute_at(self, parent: Stage, axis: IterVar) -> None:
+        """Compute this stage inside loop `axis` of `parent`, only the part that one iteration
+        of that loop needs."""
+        self._require_compute("compute_at")
+        if not isinstance(parent, Stage):
+            raise TypeError(f"compute_at on stage {self.name}: parent must be a Stage (s[T])")
+        if parent is self:
+            raise ScheduleError(f"compute_at: stage {self.name} cannot be computed at itself")
+        if self.is_output:
+            raise ScheduleError(
+                f"compute_at: stage {self.name} is an output of the schedule; it must stay at root"
+            )
+        if not self.schedule._consumes(parent, self):
+            raise ScheduleError(
+                f"compute_at: stage {parent.name} does not read stage {self.name}, so {self.name} "
+                f"cannot be computed inside it"
+            )
+        parent._require_leaf(axis, "compute_at")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.SCOPE, parent, axis
+        self._record("compute_at", f"{parent.name}, {axis.name}")
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into every reader instead of storing it."""
+        self._require_compute("compute_inline")
+        if self.is_output:
+            raise ScheduleError(f"compute_inline: stage {self.name} is an output of the schedule")
+        if self.op.reduce_axis:
+            raise ScheduleError(
+                f"compute_inline: stage {self.name} is a reduction and cannot be inlined"
+            )
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.INLINE, None, None
+        self._record("compute_inline", "")
+
+    def compute_root(self) -> None:
+        """Compute this stage in full at the top level (the default)."""
+        self._require_compute("compute_root")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
+        self._record("compute_root", "")
+
+    def __str__(self) -> str:
+        lines = [f"stage {self.name} ({self.scope}, {self.attach.value})"]
+        lines.append("  loops: " + ", ".join(_loop_label(self, iv) for iv in self.leaf_iter_vars))
+        lines += [f"  {step}" for step in self.steps]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name})"
+
+
+def _loop_label(stage: Stage, iv: IterVar) -> str:
+    mark = stage.annotations.get(iv)
+    return f"{iv.name}[{mark.value}]" if mark else iv.name
+
+
+class _Rebind(Mutator):
+    """Rename index variables and redirect tensor reads (cache_read / cache_write rewrites)."""
+
+    def __init__(
+        self,
+        variables: dict[Var, Var] | None = None,
+        iter_vars: dict[IterVar, IterVar] | None = None,
+        tensors: dict[Tensor, Tensor] | None = None,
+    ):
+        self.variables = variables or {}
+        self.iter_vars = iter_vars or {}
+        self.tensors = tensors or {}
+
+    def visit_Var(self, node: Var) -> Node:
+        return self.variables.get(node, node)
+
+    def visit_IterVar(self, node: IterVar) -> Node:
+        return self.iter_vars.get(node, node)
+
+    def visit_TensorRead(self, node: TensorRead) -> Node:
+        indices = tuple(self.visit(i) for i in node.indices)
+        tensor = self.tensors.get(node.tensor, node.tensor)
+        if tensor is node.tensor and all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return TensorRead(tensor, indices, node.dtype)
+
+
+def _as_ops(items: object) -> list[Operation]:
+    if isinstance(items, (Tensor, Operation)):
+        items = [items]
+    ops = []
+    for item in items:  # type: ignore[union-attr]
+        if isinstance(item, Tensor):
+            ops.append(item.op)
+        elif isinstance(item, Operation):
+            ops.append(item)
+        else:
+            raise TypeError(f"expected a Tensor or an operation, got {type(item).__name__}")
+    return ops
+
+
+class Schedule:
+    """The stages of a set of output operations and everything they read, in dependency order."""
+
+    def __init__(self, outputs: Sequence[Operation]):
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self._by_op: dict[Operation, Stage] = {}
+        for op in _post_order(self.outputs):
+            stage = Stage(op, self)
+            self.stages.append(stage)
+            self._by_op[op] = stage
+        for op in self.outputs:
+            self._by_op[op].is_output = True
+
+    def __getitem__(self, key: Tensor | Operation) -> Stage:
+        op = key.op if isinstance(key, Tensor) else key
+        if not isinstance(op, Operation):
+            raise TypeError(f"schedule index must be a Tensor or an operation, got {key!r}")
+        try:
+            return self._by_op[op]
+        except KeyError:
+            raise ScheduleError(f"{op.name} is not part of this schedule") from None
+
+    def stage_of(self, op: Operation) -> Stage:
+        return self[op]
+
+    def __str__(self) -> str:
+        return "\n".join(str(s) for s in self.stages if not s.is_placeholder)
+
+    def _readers(self, stage: Stage) -> list[Stage]:
+        return [s for s in self.stages if self._consumes(s, stage)]
+
+    def _consumes(self, reader: Stage, producer: Stage) -> bool:
+        return any(self._by_op.get(t.op) is producer for t in reader.op.input_tensors)
+
+    def _insert_before(self, new: Stage, anchor: Stage) -> None:
+        self.stages.insert(self.stages.index(anchor), new)
+        self._by_op[new.op] = new
+
+    def cache_read(self, tensor: Tensor, scope: str, readers: Iterable[Tensor | Operation]) -> Tensor:
+        """Copy `tensor` into a new `scope` buffer that `readers` read instead of the original.
+
+        Returns:
+            The cache tensor; schedule it (e.g. compute_at) like any other stage.
+        """
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"cache_read: expected a Tensor, got {type(tensor).__name__}")
+        source = self[tensor]
+        reader_stages = [self[op] for op in _as_ops(readers)]
+        if not reader_stages:
+            raise ScheduleError(f"cache_read of {tensor.name}: give at least one reader")
+        for reader in reader_stages:
+            if not self._consumes(reader, source):
+                raise ScheduleError(f"cache_read: stage {reader.name} does not read {tensor.name}")
+        from .tensor import compute
+
+        cache = compute(
+            tuple(tensor.shape),
+            lambda *index: tensor[tuple(index)],
+            name=f"{tensor.name}.{scope}",
+        )
+        assert isinstance(cache, Tensor)
+        for reader in reader_stages:
+            rebind = _Rebind(tensors={tensor: cache})
+            self._replace_op(reader, tuple(rebind.visit(b) for b in reader.op.body))
+        stage = Stage(cache.op, self)
+        stage.scope = scope
+        self._insert_before(stage, min(reader_stages, key=self.stages.index))
+        source._record("cache_read", f"{scope!r} -> {cache.name}")
+        return cache
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute `tensor` into a new `scope` buffer, then copy it to the original.
+
+        Call it before splitting the stage. The original stage keeps its data axes (now a plain
+        copy) and the cache stage gets fresh axes, including the reduction axes.
+        """
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"cache_write: expected a Tensor, got {type(tensor).__name__}")
+        stage = self[tensor]
+        stage._require_compute("cache_write")
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        if op.num_outputs != 1:
+            raise ScheduleError(f"cache_write: stage {stage.name} has several outputs")
+        if stage.relations or stage.attach is not AttachKind.ROOT:
+            raise ScheduleError(
+                f"cache_write: stage {stage.name} is already scheduled; call cache_write first"
+            )
+        iv_map: dict[IterVar, IterVar] = {}
+        var_map: dict[Var, Var] = {}
+        for iv in (*op.axis, *op.reduce_axis):
+            fresh = IterVar(Var(iv.name, iv.var.dtype), iv.dom, iv.kind)
+            iv_map[iv], var_map[iv.var] = fresh, fresh.var
+        rebind = _Rebind(var_map, iv_map)
+        body = tuple(rebind.visit(b) for b in op.body)
+        cache_op = ComputeOp(
+            f"{op.name}.{scope}", op.tag, op.attrs, tuple(iv_map[iv] for iv in op.axis), body
+        )
+        cache = cache_op.outputs[0]
+        self._replace_op(stage, (cache[tuple(iv.var for iv in op.axis)],))
+        cache_stage = Stage(cache_op, self)
+        cache_stage.scope = scope
+        self._insert_before(cache_stage, stage)
+        stage._record("cache_write", f"{scope!r} -> {cache.name}")
+        return cache
+
+    def _replace_op(self, stage: Stage, body: tuple[Expr, ...]) -> None:
+        """Give `stage` a new op with the same data axes (so existing loop handles stay valid)."""
+        old = stage.op
+        assert isinstance(old, ComputeOp)
+        new = ComputeOp(old.name, old.tag, old.attrs, old.axis, body)
+        reduce_changed = tuple(old.reduce_axis) != tuple(new.reduce_axis)
+        stage.op = new
+        self._by_op[new] = stage
+        if reduce_changed:
+            stage._reset_axes()
+
+
+def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+
+    for op in outputs:
+        visit(op)
+    return order
+
+
+def create_schedule(ops: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:
+    """A schedule with default loops (one per axis, in order) for `ops` and all they read."""
+    return Schedule(_as_ops(ops))
+
+
+def reduce_identity_of(expr: Expr) -> Expr | None:
+    """The identity element of a reduction body (None for non-reductions)."""
+    return expr.combiner.identity[expr.value_index] if isinstance(expr, Reduce) else None
+
+
+__all__ = [
+    "AttachKind",
+    "Fuse",
+    "LoopAnnotation",
+    "Schedule",
+    "ScheduleError",
+    "Split",
+    "Stage",
+    "Step",
+    "as_expr",
+    "create_schedule",
+]

@@ -1,0 +1,358 @@
+"""Tensors and the operations that produce them: placeholder, compute, reduce_axis, reducers.
+
+The third layer of the data flow: a `compute` turns a Python lambda over index variables into a
+`ComputeOp` whose body is an expression DAG that reads other tensors. Nothing is evaluated here;
+the schedule says how to loop over it and lowering turns it into loops.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from .dtype import BOOL, INT32, DType, as_dtype
+from .expr import (
+    CommReducer,
+    Const,
+    Expr,
+    ExprLike,
+    IterKind,
+    IterVar,
+    Range,
+    Reduce,
+    TensorRead,
+    Var,
+    as_expr,
+    binary,
+    BinaryOp,
+    const,
+)
+
+ShapeLike = Sequence[Union[int, Expr, IterVar]]
+
+
+class Operation:
+    """Something that produces tensors. Identity-hashed: one object per op."""
+
+    name: str
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    def output(self, index: int = 0) -> Tensor:
+        return self.outputs[index]
+
+    outputs: tuple[Tensor, ...]
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+
+class PlaceholderOp(Operation):
+    """An input tensor: data that the caller passes in."""
+
+    def __init__(self, name: str, shape: tuple[Expr, ...], dtype: DType):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.outputs = (Tensor(self, 0, shape, dtype),)
+
+    def __repr__(self) -> str:
+        return f"PlaceholderOp({self.name})"
+
+
+class ComputeOp(Operation):
+    """A tensor defined pointwise: `body[k]` gives output k at the point `axis`."""
+
+    def __init__(
+        self,
+        name: str,
+        tag: str,
+        attrs: dict,
+        axis: tuple[IterVar, ...],
+        body: tuple[Expr, ...],
+    ):
+        self.name = name
+        self.tag = tag
+        self.attrs = dict(attrs)
+        self.axis = axis
+        self.body = body
+        first = body[0]
+        self.reduce_axis: tuple[IterVar, ...] = first.axis if isinstance(first, Reduce) else ()
+        shape = tuple(iv.dom.extent for iv in axis)
+        self.outputs = tuple(Tensor(self, k, shape, b.dtype) for k, b in enumerate(body))
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.body)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        from .visitor import post_order_visit
+
+        found: dict[int, Tensor] = {}
+
+        def collect(node: object) -> None:
+            if isinstance(node, TensorRead):
+                found.setdefault(id(node.tensor), node.tensor)
+
+        for b in self.body:
+            post_order_visit(b, collect)
+        return list(found.values())
+
+    def __repr__(self) -> str:
+        return f"ComputeOp({self.name})"
+
+
+@dataclass(eq=False)
+class Tensor:
+    """Output `value_index` of `op`. Index it with expressions to read it inside a compute."""
+
+    op: Operation
+    value_index: int
+    shape: tuple[Expr, ...]
+    dtype_: DType = field(repr=False)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.dtype_)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str:
+        if self.op.num_outputs == 1:
+            return self.op.name
+        return f"{self.op.name}.v{self.value_index}"
+
+    def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> TensorRead:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise IndexError(
+                f"tensor {self.name} has {self.ndim} dimensions but was indexed with {len(indices)}"
+            )
+        exprs = []
+        for position, index in enumerate(indices):
+            if isinstance(index, slice):
+                raise TypeError(f"tensor {self.name}: slices are not supported in index {position}")
+            e = as_expr(index)
+            if not e.dtype.is_integer or e.dtype.lanes != 1:
+                raise TypeError(
+                    f"tensor {self.name}: index {position} must be a scalar integer, got {e.dtype}"
+                )
+            exprs.append(e)
+        return TensorRead(self, tuple(exprs), self.dtype_)
+
+    def __repr__(self) -> str:
+        shape = ", ".join(str(s) for s in self.shape)
+        return f"Tensor({self.name}, ({shape}), {self.dtype})"
+
+    def __hash__(self) -> int:
+        return hash((id(self.op), self.value_index))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Tensor)
+            and other.op is self.op
+            and other.value_index == self.value_index
+        )
+
+
+def var(name: str = "v", dtype: str | DType = "int32") -> Var:
+    """A symbolic scalar, typically a dynamic dimension bound from argument shapes at call time."""
+    t = as_dtype(dtype)
+    if not t.is_integer:
+        raise TypeError(f"tl.var {name!r}: symbolic dimensions are integers, got {t}")
+    return Var(name, t)
+
+
+def _shape(shape: ShapeLike | int | Expr, what: str) -> tuple[Expr, ...]:
+    if isinstance(shape, (int, Expr, IterVar)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"{what}: shape must be a tuple, got {type(shape).__name__}")
+    dims = []
+    for position, dim in enumerate(shape):
+        if isinstance(dim, bool):
+            raise TypeError(f"{what}: dimension {position} is a bool")
+        if hasattr(dim, "__index__") and not isinstance(dim, (Expr, IterVar)):
+            dim = int(dim)
+        if isinstance(dim, int):
+            if dim < 0:
+                raise ValueError(f"{what}: dimension {position} is negative ({dim})")
+            dims.append(const(dim, INT32))
+            continue
+        e = as_expr(dim)
+        if not e.dtype.is_integer:
+            raise TypeError(f"{what}: dimension {position} must be an integer, got {e.dtype}")
+        dims.append(e)
+    return tuple(dims)
+
+
+def placeholder(shape: ShapeLike, dtype: str | DType = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of `shape` (ints or symbolic `tl.var`s) and `dtype`."""
+    return PlaceholderOp(name, _shape(shape, f"placeholder {name!r}"), as_dtype(dtype)).outputs[0]
+
+
+def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return [f"i{k}" for k in range(ndim)]
+    if len(params) != ndim:
+        raise TypeError(
+            f"compute: the lambda takes {len(params)} index arguments but the shape has {ndim} "
+            "dimensions"
+        )
+    return [p.name for p in params]
+
+
+def compute(
+    shape: ShapeLike,
+    fcompute: Callable[..., ExprLike | tuple[ExprLike, ...]],
+    name: str = "compute",
+    tag: str = "",
+    attrs: dict | None = None,
+) -> Tensor | list[Tensor]:
+    """A tensor whose element at index (i, j, ...) is `fcompute(i, j, ...)`.
+
+    `fcompute` may return a tuple for several outputs of the same shape (returned as a list).
+    A reduction (`tl.sum`, ...) must be the whole body, not part of a larger expression.
+    """
+    dims = _shape(shape, f"compute {name!r}")
+    names = _axis_names(fcompute, len(dims))
+    axis = tuple(
+        IterVar(Var(n, INT32), Range(const(0, INT32), d), IterKind.DATA_PAR)
+        for n, d in zip(names, dims)
+    )
+    result = fcompute(*axis)
+    values = result if isinstance(result, (tuple, list)) else (result,)
+    body = tuple(as_expr(v) for v in values)
+    _check_body(body, name)
+    op = ComputeOp(name, tag, attrs or {}, axis, body)
+    return op.outputs[0] if len(body) == 1 else list(op.outputs)
+
+
+def _check_body(body: tuple[Expr, ...], name: str) -> None:
+    from .visitor import post_order_visit
+
+    if not body:
+        raise ValueError(f"compute {name!r}: the lambda returned no value")
+    reduces = [b for b in body if isinstance(b, Reduce)]
+    if reduces and len(reduces) != len(body):
+        raise ValueError(f"compute {name!r}: all outputs must be reductions or none")
+    if len(reduces) > 1 and any(r.combiner is not reduces[0].combiner for r in reduces):
+        raise ValueError(f"compute {name!r}: several reduction outputs must share one combiner")
+
+    def reject_nested(node: object) -> None:
+        if isinstance(node, Reduce):
+            raise ValueError(
+                f"compute {name!r}: a reduction must be the whole body of the compute, not part "
+                "of an expression; compute it in its own stage"
+            )
+
+    for b in body:
+        roots = b.source if isinstance(b, Reduce) else (b,)
+        for root in roots:
+            post_order_visit(root, reject_nested)
+
+
+def reduce_axis(dom: tuple[ExprLike, ExprLike] | Range, name: str = "rv") -> IterVar:
+    """A reduction axis over the half-open range `dom` = (begin, end)."""
+    if isinstance(dom, Range):
+        rng = dom
+    else:
+        if not isinstance(dom, (tuple, list)) or len(dom) != 2:
+            raise TypeError(f"reduce_axis {name!r}: dom must be a (begin, end) pair, got {dom!r}")
+        rng = Range.from_bounds(dom[0], dom[1])
+    return IterVar(Var(name, INT32), rng, IterKind.REDUCE)
+
+
+def _axes(axis: IterVar | Sequence[IterVar], what: str) -> tuple[IterVar, ...]:
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    if not axes:
+        raise ValueError(f"{what}: needs at least one reduction axis")
+    for a in axes:
+        if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
+            raise TypeError(f"{what}: axis {a!r} is not a reduce_axis")
+    return axes
+
+
+def comm_reducer(
+    fcombine: Callable[[Expr, Expr], ExprLike],
+    fidentity: Callable[[str], ExprLike],
+    name: str = "reduce",
+) -> Callable[..., Expr]:
+    """Make a reducer like `tl.sum` from a commutative, associative `fcombine(x, y)` and its
+    identity element `fidentity(dtype)`.
+
+    The returned function is called as `reducer(expr, axis, where=None)`.
+    """
+
+    def reducer(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Expr:
+        source = as_expr(expr)
+        t = source.dtype
+        axes = _axes(axis, name)
+        lhs, rhs = Var("x", t), Var("y", t)
+        combined = as_expr(fcombine(lhs, rhs), t)
+        identity = as_expr(fidentity(str(t)), t)
+        if combined.dtype != t or identity.dtype != t:
+            from .expr import cast
+
+            combined, identity = cast(combined, t), cast(identity, t)
+        condition = const(True, BOOL) if where is None else as_expr(where)
+        if not condition.dtype.is_bool:
+            raise TypeError(f"{name}: where= must be a bool expression, got {condition.dtype}")
+        combiner = CommReducer((lhs,), (rhs,), (combined,), (identity,), name)
+        return Reduce(combiner, (source,), axes, condition, 0, t)
+
+    reducer.__name__ = name
+    return reducer
+
+
+def _lowest(dtype: str) -> Const:
+    t = as_dtype(dtype)
+    return const(t.min_value(), t)
+
+
+def _highest(dtype: str) -> Const:
+    t = as_dtype(dtype)
+    return const(t.max_value(), t)
+
+
+def _sum_source(expr: ExprLike) -> Expr:
+    source = as_expr(expr)
+    if source.dtype.is_bool:
+        from .expr import cast
+
+        return cast(source, "int64")  # numpy sums bools as integers
+    return source
+
+
+_sum = comm_reducer(lambda x, y: binary(BinaryOp.ADD, x, y), lambda t: const(0, t), "sum")
+_max = comm_reducer(lambda x, y: binary(BinaryOp.MAX, x, y), _lowest, "max")
+_min = comm_reducer(lambda x, y: binary(BinaryOp.MIN, x, y), _highest, "min")
+
+
+def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """Sum of `expr` over `axis` (an IterVar or a list), counting only where `where` holds."""
+    return _sum(_sum_source(expr), axis, where)
+
+
+def max(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """Maximum of `expr` over `axis`; the identity is the dtype's lowest value (-inf for floats)."""
+    return _max(expr, axis, where)
+
+
+def min(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """Minimum of `expr` over `axis`; the identity is the dtype's highest value (inf for floats)."""
+    return _min(expr, axis, where)

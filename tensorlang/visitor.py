@@ -1,0 +1,155 @@
+"""Generic traversal of IR nodes: one Visitor, one Mutator, and the helpers built on them.
+
+Every node is a frozen dataclass whose children are its `Node` fields and tuples of nodes, so
+traversal is generic: a pass overrides `visit_<ClassName>` for the nodes it cares about and
+inherits the rest. A Mutator rebuilds a node only when a child changed, so unchanged subtrees
+keep their identity (cheap sharing, and `is` tells a pass that nothing happened).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from .expr import Node, Var
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def children(node: Node) -> list[Node]:
+    """The direct child nodes of `node`, in field order."""
+    out: list[Node] = []
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(v for v in value if isinstance(v, Node))
+    return out
+
+
+class _Dispatch:
+    """Finds `visit_<ClassName>` once per class (falling back to the base classes' names)."""
+
+    _cache: dict[tuple[type, type], str | None]
+
+    def __init_subclass__(cls) -> None:
+        cls._cache = {}
+
+    def _method(self, node: Node) -> Callable[[Any], Any] | None:
+        key = (type(self), type(node))
+        try:
+            name = self._cache[key]
+        except KeyError:
+            name = None
+            for klass in type(node).__mro__:
+                candidate = "visit_" + klass.__name__
+                if hasattr(self, candidate):
+                    name = candidate
+                    break
+            self._cache[key] = name
+        return getattr(self, name) if name else None
+
+
+class Visitor(_Dispatch):
+    """Read-only traversal. Override `visit_<ClassName>`; call `generic_visit` to descend."""
+
+    def visit(self, node: Node) -> None:
+        method = self._method(node)
+        if method is None:
+            self.generic_visit(node)
+        else:
+            method(node)
+
+    def generic_visit(self, node: Node) -> None:
+        for child in children(node):
+            self.visit(child)
+
+
+class Mutator(_Dispatch):
+    """Rebuilding traversal. Override `visit_<ClassName>` to return a replacement node."""
+
+    def visit(self, node: Any) -> Any:
+        method = self._method(node)
+        return self.generic_visit(node) if method is None else method(node)
+
+    def generic_visit(self, node: Any) -> Any:
+        changes: dict[str, Any] = {}
+        for name in _field_names(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, Node):
+                new = self.visit(value)
+                if new is not value:
+                    changes[name] = new
+            elif isinstance(value, tuple) and value and any(isinstance(v, Node) for v in value):
+                new_items = tuple(self.visit(v) if isinstance(v, Node) else v for v in value)
+                if any(a is not b for a, b in zip(new_items, value)):
+                    changes[name] = new_items
+        return dataclasses.replace(node, **changes) if changes else node
+
+
+class _Substituter(Mutator):
+    def __init__(self, mapping: Mapping[Var, Node]):
+        self.mapping = mapping
+
+    def visit_Var(self, node: Var) -> Node:
+        return self.mapping.get(node, node)
+
+
+def substitute(node: Any, mapping: Mapping[Var, Node]) -> Any:
+    """Replace variables by expressions (keys are Var nodes, compared by identity)."""
+    if not mapping:
+        return node
+    return _Substituter(mapping).visit(node)
+
+
+def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
+    """Call `fn` on every node below and including `node`, children first (shared nodes once)."""
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if expanded:
+            fn(current)
+            continue
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        stack.append((current, True))
+        stack.extend((c, False) for c in reversed(children(current)))
+
+
+def free_vars(node: Node) -> set[Var]:
+    """Every Var that occurs in `node` (loop variables included)."""
+    found: set[Var] = set()
+    post_order_visit(node, lambda n: found.add(n) if isinstance(n, Var) else None)
+    return found
+
+
+def uses_var(node: Node, variables: set[Var] | frozenset[Var]) -> bool:
+    """Whether any of `variables` occurs in `node`."""
+    if not variables:
+        return False
+    return any(v in variables for v in free_vars(node))
+
+
+def structural_equal(a: Any, b: Any) -> bool:
+    """Whether two nodes have the same structure and values (variables compare by identity)."""
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
+    if not isinstance(a, Node) or not isinstance(b, Node):
+        if isinstance(a, Node) or isinstance(b, Node):
+            return False
+        return type(a) is type(b) and a == b
+    if type(a) is not type(b) or isinstance(a, Var):
+        return False
+    return all(
+        structural_equal(getattr(a, n), getattr(b, n)) for n in _field_names(type(a))
+    )
