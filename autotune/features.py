@@ -23,13 +23,13 @@ from tensorlang.expr import Binary, BinaryOp, Call, Cast, Compare, Const, Select
 from tensorlang.ir import (
     Allocate,
     Broadcast,
+    Buffer,
     BufferLoad,
     BufferStore,
     For,
     ForKind,
     PrimFunc,
     Ramp,
-    Scope,
 )
 from tensorlang.visitor import children
 
@@ -166,6 +166,8 @@ class _Walker:
             self.expr(node.index, summary, index=True)
             return summary
         for child in children(node):
+            if isinstance(child, Buffer):
+                continue
             if isinstance(child, Allocate) or not hasattr(child, "dtype"):
                 summary.add(self.stmt(child, depth, topdown))
             else:
@@ -337,7 +339,53 @@ def extract(kind: str, func: PrimFunc) -> np.ndarray:
                      f"(use one of {FEATURE_TYPES})")
 
 
-def assert_scope_known(func: PrimFunc) -> None:
-    """Guard against IR from a different layout (features assume global params)."""
-    if any(p.scope is not Scope.GLOBAL for p in func.params):
-        raise ValueError(f"function {func.name}: parameters must be global buffers")
+
+class FeatureExtractor:
+    """Features of a task's configs by index, computed once each (lowering is the costly part).
+
+    Configs that fail to instantiate or lower get a row of NaN, which callers treat as invalid.
+    """
+
+    def __init__(self, task: object, kind: str = "itervar"):
+        if kind not in FEATURE_TYPES:
+            raise ValueError(f"unknown feature type {kind!r} (use one of {FEATURE_TYPES})")
+        self.task = task
+        self.kind = kind
+        self._cache: dict[int, np.ndarray] = {}
+        self._width: int | None = None
+
+    def _one(self, index: int) -> np.ndarray | None:
+        from tensorlang import lower  # the lowering pipeline is a later layer than the IR
+
+        try:
+            s, args = self.task.instantiate(index)
+            func = lower(s, args, name="features").main
+        except Exception:  # noqa: BLE001 - any failure makes the config invalid, not the tuner
+            return None
+        return extract(self.kind, func)
+
+    def get(self, indices: Sequence[int]) -> np.ndarray:
+        """(len(indices), width) features; NaN rows for configs that do not lower."""
+        indices = [int(i) for i in indices]
+        if self.kind == "knob":
+            return knob_features(self.task.config_space, indices)
+        rows: list[np.ndarray | None] = []
+        for i in indices:
+            if i not in self._cache:
+                row = self._one(i)
+                if row is not None and self._width is None:
+                    self._width = row.shape[0]
+                self._cache[i] = row if row is not None else np.empty(0)
+            rows.append(self._cache[i])
+        width = self._width or 1
+        out = np.full((len(rows), width), np.nan)
+        for k, row in enumerate(rows):
+            if row is not None and row.shape[0] == width:
+                out[k] = row
+        return out
+
+    def put(self, index: int, row: np.ndarray) -> None:
+        """Store features computed elsewhere (e.g. by a build worker)."""
+        if self._width is None:
+            self._width = row.shape[0]
+        self._cache[int(index)] = row

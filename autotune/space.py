@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from tensorlang.expr import Const, IterVar
+from tensorlang.arith import const_value
+from tensorlang.expr import IterVar
 
 # Above this many raw configs a `multi_filter` is checked per config instead of being enumerated.
 _ENUMERATE_LIMIT = 2_000_000
@@ -35,12 +36,13 @@ def _extent_of(axis_or_extent: IterVar | int, name: str) -> int:
         extent = axis_or_extent
     elif isinstance(axis_or_extent, IterVar):
         dom = axis_or_extent.dom
-        if dom is None or not isinstance(dom.extent, Const):
+        value = const_value(dom.extent) if dom is not None else None
+        if value is None:
             raise ValueError(
                 f"knob {name!r}: axis {axis_or_extent.name} has no constant extent; tunable "
                 "templates need concrete shapes"
             )
-        extent = int(dom.extent.value)
+        extent = value
     else:
         raise TypeError(
             f"knob {name!r}: expected an axis or an int extent, got {type(axis_or_extent).__name__}"

@@ -20,7 +20,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from tensorlang.expr import Binary, BinaryOp, Call, Const, Reduce, TensorRead
+from tensorlang.arith import const_value
+from tensorlang.expr import Binary, BinaryOp, Call, Reduce, TensorRead
 from tensorlang.schedule import Schedule
 from tensorlang.tensor import ComputeOp, Tensor
 from tensorlang.visitor import children
@@ -246,10 +247,10 @@ def _expr_flop(expr: Any) -> int:
 
 
 def _extent(iv: Any) -> int:
-    extent = iv.dom.extent
-    if not isinstance(extent, Const):
+    extent = const_value(iv.dom.extent)
+    if extent is None:
         raise ValueError(f"cannot count flops: axis {iv.name} has a symbolic extent")
-    return int(extent.value)
+    return extent
 
 
 def count_flop(tensors: Sequence[Any]) -> int:

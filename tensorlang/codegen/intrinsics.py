@@ -24,7 +24,8 @@ _LLVM_UNARY = {
     MathFunc.ABS: "llvm.fabs",
 }
 _LIBM = {MathFunc.TANH: "tanh", MathFunc.ERF: "erf"}
-LIBM_SYMBOLS = ("tanh", "tanhf", "erf", "erff", "exp", "expf", "log", "logf", "pow", "powf")
+LIBM_SYMBOLS = ("tanh", "tanhf", "erf", "erff", "exp", "expf", "log", "logf", "pow", "powf", "fmod",
+                "fmodf")
 """libm functions generated code may call (registered with the JIT in case it cannot see them)."""
 
 

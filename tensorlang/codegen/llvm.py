@@ -109,8 +109,9 @@ def _is_unit_ramp(e: Expr) -> bool:
 class CodeGen:
     """Writes the LLVM module for one PrimFunc; see `codegen`."""
 
-    def __init__(self, func: PrimFunc, target: Target) -> None:
+    def __init__(self, func: PrimFunc, target: Target, symbol: str) -> None:
         self.func = func
+        self.symbol = symbol
         self.target = target
         self.decls: dict[str, str] = {}
         self.functions: list[str] = []
@@ -148,7 +149,7 @@ class CodeGen:
         for i, var in enumerate(func.shape_vars):
             self.env[var] = Val("i64", f"%arg{base + i}")
             params.append(f"i64 %arg{base + i}")
-        name = func.name
+        name = self.symbol
         self.fw = FunctionWriter(f'define void @"{name}"({", ".join(params)}) #0')
         self.stmt(func.body)
         self.fw.emit("ret void")
@@ -680,8 +681,8 @@ class CodeGen:
 
     def _outline(self, s: For, captured: list[tuple[Var, Val]], struct: str) -> str:
         index = len(self.functions)
-        name = f'"{self.func.name}_par{index}"'
-        impl = f'"{self.func.name}_par{index}_impl"'
+        name = f'"{self.symbol}_par{index}"'
+        impl = f'"{self.symbol}_par{index}_impl"'
         # The task wrapper unpacks the closure and calls an always-inlined body whose pointer
         # parameters are noalias, which LLVM turns into alias scopes when it inlines.
         wrapper = FunctionWriter(f"define internal void @{name}(i32 %task, i32 %ntasks, ptr %cl) #0")
@@ -724,15 +725,18 @@ class CodeGen:
         return name
 
 
-def codegen(func: PrimFunc, target: Target | str | None = None) -> str:
+def codegen(func: PrimFunc, target: Target | str | None = None, symbol: str | None = None) -> str:
     """Translate a lowered PrimFunc into LLVM IR text.
 
     Args:
         func: the kernel; its body holds only loop IR (no TensorRead / Reduce).
         target: the CPU to generate code for (default: this host).
+        symbol: the exported function's name (default `func.name`). The JIT uses a prefixed
+            name, because a kernel called e.g. `exp` would otherwise capture LLVM's calls to
+            libm's `exp` from inside its own module.
 
     Returns:
-        The text of an LLVM module exporting `void <name>(T* param..., int64_t shape_var...)`
-        and `void <name>_packed(int64_t* args)`.
+        The text of an LLVM module exporting `void <symbol>(T* param..., int64_t shape_var...)`
+        and `void <symbol>_packed(int64_t* args)`.
     """
-    return CodeGen(func, as_target(target)).module_text()
+    return CodeGen(func, as_target(target), symbol or func.name).module_text()

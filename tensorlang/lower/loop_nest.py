@@ -31,7 +31,7 @@ from ..ir import (
 )
 from ..schedule import AttachKind, LoopAnnotation, Schedule, Stage
 from ..tensor import ComputeOp, PlaceholderOp, Tensor
-from ..visitor import Mutator, free_vars, post_order_visit, substitute
+from ..visitor import Mutator, free_vars, post_order_visit, substitute, uses_var
 from .inline import inline_bodies
 from .stage_loops import StageLoops, _descendants
 
@@ -224,6 +224,9 @@ class LoopNestBuilder:
             if prove(cond, self.ranges) is not True:
                 conditions.append(cond)
 
+        for cond in loops.inner_guards:
+            if include_reduce or not _mentions_reduce(stage, cond):
+                need(simplify(cond))
         for d, iv in enumerate(op.axis):
             rel = simplify(loops.relative_values[iv])
             exact_extent, loop_extent = region.extents[d], region.loop_extents[d]
@@ -356,6 +359,11 @@ class LoopNestBuilder:
                     if v not in shape_vars:
                         shape_vars.append(v)
         return PrimFunc(self.name, tuple(params), tuple(shape_vars), body)
+
+
+def _mentions_reduce(stage: Stage, cond: Expr) -> bool:
+    reduce_vars = {iv.var for root in stage.op.reduce_axis for iv in _descendants(stage, root)}
+    return uses_var(cond, reduce_vars)
 
 
 class _ReadRewriter(Mutator):

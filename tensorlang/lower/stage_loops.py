@@ -25,12 +25,16 @@ class StageLoops:
     extents: dict[IterVar, Expr]
     relative_values: dict[IterVar, Expr]
     exact: dict[IterVar, bool]
+    inner_guards: list[Expr]
 
     @staticmethod
     def build(stage: Stage, root_extents: dict[IterVar, Expr]) -> StageLoops:
         extents = dict(root_extents)
         # Whether the leaves below an original axis cover exactly its extent (no guard needed).
         exact_of: dict[IterVar, bool] = {iv: True for iv in root_extents}
+        # Splits of derived loops that do not divide: an excess point of such a loop can map to
+        # a valid original index (a second time), so it needs a guard of its own.
+        uneven: list[IterVar] = []
         for rel in stage.relations:
             if isinstance(rel, Split):
                 parent = extents[rel.parent]
@@ -47,6 +51,8 @@ class StageLoops:
                     and int(outer.value) * int(inner.value) == int(parent.value)
                 )
                 exact = exact_of[rel.parent] and divides
+                if not divides and rel.parent not in root_extents:
+                    uneven.append(rel.parent)
                 exact_of[rel.outer] = exact_of[rel.inner] = exact
             else:
                 extents[rel.fused] = simplify(
@@ -66,7 +72,8 @@ class StageLoops:
                 values[rel.outer] = binary(BinaryOp.FLOORDIV, values[rel.fused], inner_extent)
                 values[rel.inner] = binary(BinaryOp.FLOORMOD, values[rel.fused], inner_extent)
         exact = {iv: _root_exact(stage, iv, exact_of) for iv in root_extents}
-        return StageLoops(extents, {iv: values[iv] for iv in root_extents}, exact)
+        guards = [values[iv] < extents[iv] for iv in uneven]
+        return StageLoops(extents, {iv: values[iv] for iv in root_extents}, exact, guards)
 
     def leaf_extent(self, iv: IterVar) -> Expr:
         return self.extents[iv]

@@ -124,16 +124,15 @@ class _Vectorizer:
             return self._load(e)
         if isinstance(e, Let):
             value = self.expr(e.value)
-            if _lanes(value) == 1 and value is e.value:
-                return Let(e.var, value, self.expr(e.body), e.dtype) if self._changes(e.body) else e
-            var = Var(e.var.name, value.dtype)
-            self.map[e.var] = var
+            var = e.var
+            if _lanes(value) > 1:
+                var = Var(e.var.name, value.dtype)
+                self.map[e.var] = var
             body = self.expr(e.body)
+            if var is e.var and value is e.value and body is e.body:
+                return e
             return Let(var, value, body, body.dtype)
         raise _CannotVectorize(f"{type(e).__name__} inside a vectorized loop")
-
-    def _changes(self, e: Expr) -> bool:
-        return uses_var(e, set(self.map)) or self.mask is not None
 
     def _binary(self, e: Binary) -> Expr:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -266,8 +265,7 @@ def _reads_match_writes(body: Stmt) -> bool:
         written = stores.get(load.buffer.data)
         if written is not None and not any(structural_equal(load.index, w) for w in written):
             return False
-    indices = [i for group in stores.values() for i in group]
-    return all(structural_equal(indices[0], i) for i in indices[:1]) or True
+    return True
 
 
 def _has_allocate(body: Stmt) -> bool:

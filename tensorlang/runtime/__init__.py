@@ -22,8 +22,9 @@ def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build_module takes a PrimFunc, got {type(func).__name__}")
     tgt = as_target(target)
-    ll = codegen(func, tgt)
-    jit = compile_ir(ll, func.name, tgt)
+    symbol = f"__tl_{func.name}"
+    ll = codegen(func, tgt, symbol)
+    jit = compile_ir(ll, symbol, tgt)
     return Module(
         Signature.from_primfunc(func),
         tgt,
@@ -31,6 +32,7 @@ def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
         jit.packed_address,
         func=func,
         ll=ll,
+        export_ll=lambda: codegen(func, tgt),
         assembly=jit.assembly,
         keepalive=jit,
     )

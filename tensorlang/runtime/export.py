@@ -15,11 +15,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..codegen.intrinsics import LIBM_SYMBOLS
 from ..codegen.target import Target
 from .args import Signature
 from .jit import parse_and_optimize
 from .module import Module
-from .threadpool import SOURCE_PATH
+from .threadpool import EXPORTED, SOURCE_PATH
+
+RESERVED_NAMES = frozenset(LIBM_SYMBOLS) | frozenset(EXPORTED) | {
+    "sqrt", "sqrtf", "floor", "floorf", "ceil", "ceilf", "fabs", "fabsf", "fma", "fmaf", "malloc",
+    "free", "memcpy", "memset",
+}
+"""Names an exported kernel cannot take: the library itself calls functions of these names."""
 
 _C_TYPES = {
     "bool": "bool",
@@ -66,8 +73,11 @@ def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
         ValueError: the kernel name is not a C identifier.
         RuntimeError: no C compiler, or it failed (its output is in the message).
     """
-    if not sig.name.isidentifier():
-        raise ValueError(f"cannot export kernel {sig.name!r}: its name must be a C identifier")
+    if not sig.name.isidentifier() or sig.name in RESERVED_NAMES:
+        raise ValueError(
+            f"cannot export kernel {sig.name!r}: its name must be a C identifier that is not "
+            "a libm or runtime function (build it with another name)"
+        )
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("export_library needs a C compiler (cc) on PATH")

@@ -70,6 +70,7 @@ class Module:
         func: PrimFunc | None = None,
         ll: str | None = None,
         assembly: Callable[[], str] | None = None,
+        export_ll: Callable[[], str] | None = None,
         keepalive: Any = None,
     ) -> None:
         self.signature = signature
@@ -77,6 +78,7 @@ class Module:
         self.func = func
         self._ll = ll
         self._assembly = assembly
+        self._export_ll = export_ll
         self._keepalive = keepalive
         self._checker = ArgChecker(signature)
         ffi = native().ffi
@@ -161,6 +163,6 @@ class Module:
         """
         from .export import export_library
 
-        if self._ll is None:
+        if self._export_ll is None:
             raise ValueError(f"module {self.name} was loaded from a library; export the original")
-        export_library(self._ll, self.signature, self.target, Path(path))
+        export_library(self._export_ll(), self.signature, self.target, Path(path))

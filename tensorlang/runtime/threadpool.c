@@ -156,6 +156,26 @@ void *tl_aligned_alloc(int64_t size) {
 
 void tl_free(void *ptr) { free(ptr); }
 
+/* LLVM lowers some float16 conversions to libgcc routines (__truncdfhf2, ...) that the JIT
+ * cannot see; these wrappers let the runtime register them under those names. */
+#ifdef __FLT16_MAX__
+static _Float16 tl_truncdfhf2(double x) { return (_Float16)x; }
+static _Float16 tl_truncsfhf2(float x) { return (_Float16)x; }
+static float tl_extendhfsf2(_Float16 x) { return (float)x; }
+#endif
+
+void *tl_half_helper(int which) {
+#ifdef __FLT16_MAX__
+    switch (which) {
+    case 0: return (void *)&tl_truncdfhf2;
+    case 1: return (void *)&tl_truncsfhf2;
+    case 2: return (void *)&tl_extendhfsf2;
+    }
+#endif
+    (void)which;
+    return NULL;
+}
+
 /* Seconds per call of a packed kernel, averaged over `number` calls (the timing loop of
  * Module.time_evaluator, kept out of Python so that its overhead does not count). */
 double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number) {

@@ -33,7 +33,9 @@ void tl_set_num_threads(int n);
 void *tl_aligned_alloc(int64_t size);
 void tl_free(void *ptr);
 double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number);
+void *tl_half_helper(int which);
 """
+_HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
 EXPORTED = ("tl_parallel_for", "tl_get_num_threads", "tl_set_num_threads", "tl_aligned_alloc",
             "tl_free", "tl_time_packed")
 
@@ -81,6 +83,10 @@ def _register(module: ModuleType) -> None:
     ffi, lib = module.ffi, module.lib
     for name in EXPORTED:
         llvm.add_symbol(name, int(ffi.cast("uintptr_t", ffi.addressof(lib, name))))
+    for k, name in enumerate(_HALF_HELPERS):
+        address = int(ffi.cast("uintptr_t", lib.tl_half_helper(k)))
+        if address:
+            llvm.add_symbol(name, address)
     libm_name = ctypes.util.find_library("m")
     libm = ctypes.CDLL(libm_name) if libm_name else ctypes.CDLL(None)
     for name in LIBM_SYMBOLS:
