@@ -291,6 +291,8 @@ class Range(Node):
     @staticmethod
     def from_bounds(lo: ExprLike, hi: ExprLike) -> Range:
         lo_e, hi_e = as_expr(lo), as_expr(hi)
+        if isinstance(lo_e, Const) and isinstance(hi_e, Const):
+            return Range(lo_e, const(int(hi_e.value) - int(lo_e.value), lo_e.dtype))
         return Range(lo_e, binary(BinaryOp.SUB, hi_e, lo_e))
 
     def __str__(self) -> str:

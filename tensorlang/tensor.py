@@ -203,7 +203,11 @@ def placeholder(shape: ShapeLike, dtype: str | DType = "float32", name: str = "p
 
 def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
     try:
-        params = list(inspect.signature(fcompute).parameters.values())
+        params = [
+            p
+            for p in inspect.signature(fcompute).parameters.values()
+            if p.default is inspect.Parameter.empty  # defaulted ones are captures, not indices
+        ]
     except (TypeError, ValueError):
         params = []
     if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:

@@ -227,7 +227,7 @@ def test_vector_loads_use_zmm(rng: np.random.Generator) -> None:
     x, y = random(64, "float32", rng), random(64, "float32", rng)
     z = np.zeros(64, "float32")
     m(x, y, z)
-    np.testing.assert_allclose(z, x * y + 1, rtol=1e-6)
+    np.testing.assert_allclose(z, x * y + 1, rtol=1e-5, atol=1e-6)  # fused multiply-add
     asm = m.get_source("asm")
     assert "zmm" in asm and "vfmadd" in asm
 
@@ -296,7 +296,7 @@ def test_parallel_equals_serial(rows: int, rng: np.random.Generator) -> None:
     par(x, s, o1)
     ser(x, s, o2)
     np.testing.assert_array_equal(o1, o2)
-    np.testing.assert_allclose(o1, x.sum(axis=1) * 0.5, rtol=1e-5)
+    np.testing.assert_allclose(o1, x.sum(axis=1) * 0.5, rtol=1e-4, atol=1e-5)
 
 
 def test_nested_parallel_runs_serially(rng: np.random.Generator) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..arith import INF, Simplifier
 from ..expr import Const, Expr, Var
-from ..ir import NOP, Allocate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Stmt, seq
+from ..ir import NOP, Allocate, For, IfThenElse, LetStmt, PrimFunc, Stmt, seq
 from ..visitor import Mutator, substitute
 
 
@@ -27,7 +27,7 @@ class _StmtSimplifier(Mutator):
         lo, extent = self.expr.visit(node.min), self.expr.visit(node.extent)
         if isinstance(extent, Const) and int(extent.value) <= 0:
             return NOP
-        if isinstance(extent, Const) and int(extent.value) == 1 and node.kind is not ForKind.PARALLEL:
+        if isinstance(extent, Const) and int(extent.value) == 1:
             return self.visit(substitute(node.body, {node.var: lo}))
         saved = self.expr.ranges.get(node.var)
         lo_b = self.expr.bounds(lo)

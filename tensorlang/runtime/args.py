@@ -58,6 +58,26 @@ def evaluate(entry: ShapeEntry, values: dict[str, int]) -> int:
     return _OPS[op](evaluate(a, values), evaluate(b, values))
 
 
+def _linear(entry: ShapeEntry) -> tuple[str, int, int] | None:
+    """`(var, scale, offset)` when `entry` is `var * scale + offset`, else None."""
+    if isinstance(entry, str):
+        return entry, 1, 0
+    if not isinstance(entry, tuple):
+        return None
+    op, a, b = entry
+    if op in ("+", "-", "*") and isinstance(b, int):
+        inner = _linear(a)
+        if inner is None:
+            return None
+        var, scale, offset = inner
+        if op == "*":
+            return var, scale * b, offset * b
+        return var, scale, offset + (b if op == "+" else -b)
+    if op in ("+", "*") and isinstance(a, int):
+        return _linear((op, b, a))
+    return None
+
+
 def _entry_str(entry: ShapeEntry) -> str:
     if isinstance(entry, tuple):
         op, a, b = entry
@@ -150,24 +170,34 @@ class ArgChecker:
 
     def __init__(self, sig: Signature) -> None:
         self.sig = sig
-        self._bare: set[str] = set()
+        bare = {e for spec in sig.params for e in spec.shape if isinstance(e, str)}
+        # A variable that is never a whole dimension is solved from its first linear use,
+        # e.g. n from a dimension n * 16.
+        solved: dict[tuple[int, int], tuple[str, int, int]] = {}
+        for i, spec in enumerate(sig.params):
+            for axis, entry in enumerate(spec.shape):
+                lin = _linear(entry) if isinstance(entry, tuple) else None
+                if lin is not None and lin[0] not in bare and lin[1] > 0:
+                    bare.add(lin[0])
+                    solved[(i, axis)] = lin
         self._plans = []
-        for spec in sig.params:
+        for i, spec in enumerate(sig.params):
             consts, bound, derived = [], [], []
             for axis, entry in enumerate(spec.shape):
                 if isinstance(entry, int):
                     consts.append((axis, entry))
                 elif isinstance(entry, str):
-                    bound.append((axis, entry))
-                    self._bare.add(entry)
+                    bound.append((axis, entry, 1, 0))
                 else:
                     derived.append((axis, entry))
+                    if (i, axis) in solved:
+                        bound.append((axis, *solved[(i, axis)]))
             self._plans.append((spec, len(spec.shape), tuple(consts), tuple(bound), tuple(derived)))
-        missing = [v for v in sig.shape_vars if v not in self._bare]
+        missing = [v for v in sig.shape_vars if v not in bare]
         if missing:
             raise ValueError(
-                f"{sig.name}: shape variables {missing} never appear as a whole dimension of an "
-                "argument, so they cannot be bound from argument shapes"
+                f"{sig.name}: shape variables {missing} cannot be bound from argument shapes "
+                "(they appear in no dimension as var * c + d)"
             )
         self._any_derived = any(plan[4] for plan in self._plans)
         self._outputs = [i for i, spec in enumerate(sig.params) if spec.is_output]
@@ -208,13 +238,22 @@ class ArgChecker:
                         f"{self._label(i)}: expected shape {spec.shape_str()}, got {shape} "
                         f"(dimension {axis} must be {value})"
                     )
-            for axis, var in bound:
+            for axis, var, scale, offset in bound:
                 have = values.get(var)
                 if have is None:
                     if shape[axis] > _INT32_MAX:
                         raise ValueError(f"{self._label(i)}: dimension {axis} exceeds int32")
-                    values[var] = shape[axis]
-                elif have != shape[axis]:
+                    if scale == 1 and offset == 0:
+                        values[var] = shape[axis]
+                        continue
+                    value, rest = divmod(shape[axis] - offset, scale)
+                    if rest or value < 0:
+                        raise ValueError(
+                            f"{self._label(i)}: dimension {axis} must be {_entry_str(spec.shape[axis])}"
+                            f" for some {var} >= 0, got {shape[axis]}"
+                        )
+                    values[var] = value
+                elif scale == 1 and offset == 0 and have != shape[axis]:
                     raise ValueError(
                         f"{self._label(i)}: dimension {axis} is {var} = {shape[axis]}, but an "
                         f"earlier argument bound {var} = {have}"

@@ -55,8 +55,8 @@ static void tl_run_tasks(void) {
 }
 
 static void *tl_worker(void *arg) {
-    (void)arg;
-    int seen = __atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE);
+    /* The generation at creation: a job posted before this thread first runs is not missed. */
+    int seen = (int)(intptr_t)arg;
     for (;;) {
         int spins = 0;
         while (__atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE) == seen && spins < TL_SPIN_ITERS) {
@@ -89,7 +89,8 @@ static void tl_ensure_workers(int wanted) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&thread, &attr, tl_worker, NULL) != 0) {
+        void *generation = (void *)(intptr_t)__atomic_load_n(&tl_generation, __ATOMIC_ACQUIRE);
+        if (pthread_create(&thread, &attr, tl_worker, generation) != 0) {
             pthread_attr_destroy(&attr);
             break;
         }

@@ -1,0 +1,98 @@
+"""Golden text of the lowered IR for a handful of schedules (the printer's format is stable)."""
+
+from __future__ import annotations
+
+import tensorlang as tl
+
+
+def lowered(s, args, name):
+    return str(tl.lower(s, args, name)).strip()
+
+
+def elementwise():
+    A = tl.placeholder((10, 6), "float32", name="A")
+    B = tl.compute((10, 6), lambda i, j: A[i, j] * 2.0, name="B")
+    return A, B
+
+
+def test_default_schedule():
+    A, B = elementwise()
+    s = tl.create_schedule(B.op)
+    assert lowered(s, [A, B], "scale") == SCALE
+
+
+def test_non_dividing_split_has_guard_free_main_loop_and_tail():
+    A, B = elementwise()
+    s = tl.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].parallel(xo)
+    assert lowered(s, [A, B], "split_tail") == SPLIT_TAIL
+
+
+def test_reduction_init_before_first_reduction_loop():
+    A = tl.placeholder((16, 8), "float32", name="A")
+    k = tl.reduce_axis((0, 8), name="k")
+    R = tl.compute((16,), lambda i: tl.sum(A[i, k], axis=k), name="R")
+    s = tl.create_schedule(R.op)
+    ko, ki = s[R].split(k, factor=4)
+    s[R].reorder(ko, R.op.axis[0], ki)
+    assert lowered(s, [A, R], "rowsum") == ROWSUM
+
+
+def test_compute_inline():
+    A = tl.placeholder((8,), "float32", name="A")
+    B = tl.compute((8,), lambda i: A[i] + 1.0, name="B")
+    C = tl.compute((8,), lambda i: B[i] * B[i], name="C")
+    s = tl.create_schedule(C.op)
+    s[B].compute_inline()
+    assert lowered(s, [A, C], "inlined") == INLINED
+
+
+def test_compute_at_allocates_the_region_with_its_halo():
+    A = tl.placeholder((12,), "float32", name="A")
+    B = tl.compute((12,), lambda i: A[i] + 1.0, name="B")
+    C = tl.compute((10,), lambda i: B[i] + B[i + 2], name="C")
+    s = tl.create_schedule(C.op)
+    co, ci = s[C].split(C.op.axis[0], factor=5)
+    s[B].compute_at(s[C], co)
+    assert lowered(s, [A, C], "stencil") == STENCIL
+
+
+SCALE = """\
+def scale(A: float32[10, 6], B: float32[10, 6]):
+    for i in range(10):
+        for j in range(6):
+            B[i * 6 + j] = A[i * 6 + j] * 2.0"""
+
+SPLIT_TAIL = """\
+def split_tail(A: float32[10, 6], B: float32[10, 6]):
+    for i.outer in range(2):  # parallel
+        for i.inner in range(4):
+            for j in range(6):
+                B[i.outer * 24 + i.inner * 6 + j] = A[i.outer * 24 + i.inner * 6 + j] * 2.0
+    for i.inner in range(2):
+        for j in range(6):
+            B[i.inner * 6 + j + 48] = A[i.inner * 6 + j + 48] * 2.0"""
+
+ROWSUM = """\
+def rowsum(A: float32[16, 8], R: float32[16]):
+    for i in range(16):
+        R[i] = 0.0
+    for k.outer in range(2):
+        for i in range(16):
+            for k.inner in range(4):
+                R[i] = R[i] + A[i * 8 + k.outer * 4 + k.inner]"""
+
+INLINED = """\
+def inlined(A: float32[8], C: float32[8]):
+    for i in range(8):
+        C[i] = (A[i] + 1.0) * (A[i] + 1.0)"""
+
+STENCIL = """\
+def stencil(A: float32[12], C: float32[10]):
+    for i.outer in range(2):
+        B = allocate((7,), float32, 'local')
+        for i in range(7):
+            B[i] = A[i.outer * 5 + i] + 1.0
+        for i.inner in range(5):
+            C[i.outer * 5 + i.inner] = B[i.inner] + B[i.inner + 2]"""
