@@ -1,0 +1,68 @@
+"""autotune: tunable schedule templates, measurement, cost models, tuners and logs.
+
+Data flow: a template (a function of shapes reading `get_config()`) -> `create_task` -> its
+`ConfigSpace` -> a tuner proposes configs -> `LocalBuilder` / `LocalRunner` measure them in
+isolated processes -> `MeasureResult` -> a JSON line in the log and back into the cost model ->
+`apply_history_best` deploys the best config.
+"""
+
+from . import tuner
+from .cost_model import CostModel, RandomModel, XGBoostCostModel
+from .explorer import SimulatedAnnealing, diverse_pick
+from .features import FEATURE_VERSION, FeatureExtractor, feature_names
+from .measure import LocalBuilder, LocalRunner, MeasureOption, before_run, measure_option
+from .record import (
+    ApplyHistoryBest,
+    Record,
+    apply_history_best,
+    best_records,
+    load_records,
+    log_to_file,
+)
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
+from .space import (
+    ConfigEntity,
+    ConfigSpace,
+    FallbackConfig,
+    InstantiationError,
+)
+from .task import Task, create_task, current_target, get_config, query_config, template
+from .tuning import Result, tune
+
+__all__ = [
+    "FEATURE_VERSION",
+    "ApplyHistoryBest",
+    "ConfigEntity",
+    "ConfigSpace",
+    "CostModel",
+    "FallbackConfig",
+    "FeatureExtractor",
+    "InstantiationError",
+    "LocalBuilder",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureOption",
+    "MeasureResult",
+    "RandomModel",
+    "Record",
+    "Result",
+    "SimulatedAnnealing",
+    "Task",
+    "XGBoostCostModel",
+    "apply_history_best",
+    "before_run",
+    "best_records",
+    "create_task",
+    "current_target",
+    "diverse_pick",
+    "feature_names",
+    "get_config",
+    "load_records",
+    "log_to_file",
+    "measure_option",
+    "query_config",
+    "template",
+    "tune",
+    "tuner",
+]

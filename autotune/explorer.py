@@ -66,14 +66,14 @@ class SimulatedAnnealing:
 
     def _scores(self, score_fn: ScoreFn, points: np.ndarray) -> np.ndarray:
         scores = np.asarray(score_fn(points), dtype=float)
-        if self.space._filters:  # noqa: SLF001 - validity is the space's business
+        if self.space._filters:
             valid = np.fromiter((self.space.is_valid(int(p)) for p in points), bool, len(points))
             scores = np.where(valid, scores, -np.inf)
         return np.where(np.isnan(scores), -np.inf, scores)
 
     def find_maximums(self, score_fn: ScoreFn, num: int, exclude: Iterable[int]) -> list[int]:
         """Up to `num` distinct indices not in `exclude` with the highest `score_fn`, best first."""
-        excluded = np.asarray(sorted(set(int(e) for e in exclude)), dtype=np.int64)
+        excluded = np.asarray(sorted({int(e) for e in exclude}), dtype=np.int64)
         points = self._points
         if points is None or len(points) != self.n_chains:
             points = self.space.sample(self.rng, self.n_chains)

@@ -206,7 +206,7 @@ class ApplyHistoryBest:
         self._context.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         assert self._context is not None
         self._context.__exit__(*exc)
         self._context = None

@@ -136,7 +136,8 @@ class OtherOptionEntity:
         self.val = val
 
     def to_json(self) -> Any:
-        return self.val if isinstance(self.val, (bool, int, float, str, type(None))) else repr(self.val)
+        plain = isinstance(self.val, (bool, int, float, str, type(None)))
+        return self.val if plain else repr(self.val)
 
     def __repr__(self) -> str:
         return repr(self.val)
@@ -184,7 +185,7 @@ class SplitKnob(Knob):
         policy: str,
         max_factor: int | None,
         candidate: Sequence[Sequence[int]] | None,
-        filter: Callable[[SplitEntity], bool] | None,  # noqa: A002 - TVM's keyword
+        filter: Callable[[SplitEntity], bool] | None,
     ):
         if num_outputs < 1:
             raise ValueError(f"define_split {name!r}: num_outputs must be >= 1, got {num_outputs}")
@@ -314,7 +315,7 @@ class _KnobDefiner:
         self.flop = 0
         self.errors: list[str] = []
 
-    def add_flop(self, flop: int | float) -> None:
+    def add_flop(self, flop: float) -> None:
         """Add to the floating-point operation count of the task (for GFLOP/s)."""
         self.flop += flop
 
@@ -329,7 +330,7 @@ class _KnobDefiner:
         num_outputs: int = 2,
         policy: str = "factors",
         max_factor: int | None = None,
-        filter: Callable[[SplitEntity], bool] | None = None,  # noqa: A002 - TVM's keyword
+        filter: Callable[[SplitEntity], bool] | None = None,
         candidate: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """Define a knob that splits `axis` (or an int extent) into `num_outputs` loops.
@@ -419,7 +420,7 @@ class ConfigSpace(_KnobDefiner):
         self.knobs[knob.name] = knob
         self._valid = None
 
-    def multi_filter(self, filter: Callable[[ConfigEntity], bool]) -> None:  # noqa: A002
+    def multi_filter(self, filter: Callable[[ConfigEntity], bool]) -> None:
         """Keep only configs for which `filter(config)` is True (a constraint across knobs)."""
         self._filters.append(filter)
         self._valid = None
@@ -566,7 +567,7 @@ class ConfigEntity(_KnobDefiner):
             raise ValueError(f"knob {knob.name!r} is not in this config's space; the template "
                              "defines a different space than when the task was created")
 
-    def multi_filter(self, filter: Callable[[ConfigEntity], bool]) -> None:  # noqa: A002
+    def multi_filter(self, filter: Callable[[ConfigEntity], bool]) -> None:
         """Nothing to do: a concrete config was already filtered when it was picked."""
 
     def raise_error(self, msg: str) -> None:

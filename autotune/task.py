@@ -229,7 +229,7 @@ def dispatch_context(context: DispatchContext) -> Iterator[DispatchContext]:
         _dispatch.reset(token)
 
 
-# -- flop counting ----------------------------------------------------------------------------------
+# -- flop counting -------------------------------------------------------------------------------
 
 _COUNTED = (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV, BinaryOp.MIN, BinaryOp.MAX)
 
@@ -238,11 +238,8 @@ def _expr_flop(expr: Any) -> int:
     """Arithmetic operations in one evaluation of `expr` (index arithmetic excluded)."""
     if isinstance(expr, TensorRead):
         return 0
-    own = 0
-    if isinstance(expr, Binary) and expr.op in _COUNTED and expr.dtype.is_float:
-        own = 1
-    elif isinstance(expr, Call):
-        own = 1
+    arithmetic = isinstance(expr, Binary) and expr.op in _COUNTED and expr.dtype.is_float
+    own = 1 if arithmetic or isinstance(expr, Call) else 0
     return own + sum(_expr_flop(c) for c in children(expr))
 
 

@@ -27,13 +27,29 @@ from tensorlang.ir import (
 from tensorlang.lower.vectorize import vectorize_loops
 from tensorlang.runtime import build_module
 
-ALL_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float16", "float32", "float64"]
+ALL_DTYPES = [
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+]
 
 
 def buf(name: str, dtype: str, shape: tuple, scope: Scope = Scope.GLOBAL) -> Buffer:
-    return Buffer(name, as_dtype(dtype), tuple(const(s) if isinstance(s, int) else s for s in shape),
-                  Var(name, HANDLE), scope)
+    return Buffer(
+        name,
+        as_dtype(dtype),
+        tuple(const(s) if isinstance(s, int) else s for s in shape),
+        Var(name, HANDLE),
+        scope,
+    )
 
 
 def load(b: Buffer, index) -> BufferLoad:  # noqa: ANN001
@@ -41,8 +57,13 @@ def load(b: Buffer, index) -> BufferLoad:  # noqa: ANN001
 
 
 def loop(var: Var, extent, body, kind: ForKind = ForKind.SERIAL, lo=0) -> For:  # noqa: ANN001
-    return For(var, const(lo) if isinstance(lo, int) else lo,
-               const(extent) if isinstance(extent, int) else extent, kind, body)
+    return For(
+        var,
+        const(lo) if isinstance(lo, int) else lo,
+        const(extent) if isinstance(extent, int) else extent,
+        kind,
+        body,
+    )
 
 
 def elementwise(name: str, fn, dtypes: list[str], out_dtype: str, kind=ForKind.SERIAL) -> PrimFunc:  # noqa: ANN001
@@ -79,7 +100,11 @@ def test_add_every_dtype(dtype: str, rng: np.random.Generator) -> None:
 
 
 def test_bool_logic_and_compare(rng: np.random.Generator) -> None:
-    m = build_module(elementwise("logic", lambda a, b, x: (a & ~b) | (x > 0), ["bool", "bool", "float32"], "bool"))
+    m = build_module(
+        elementwise(
+            "logic", lambda a, b, x: (a & ~b) | (x > 0), ["bool", "bool", "float32"], "bool"
+        )
+    )
     a, b, x = random(50, "bool", rng), random(50, "bool", rng), random(50, "float32", rng)
     out = np.zeros(50, bool)
     m(a, b, x, out)
@@ -94,7 +119,9 @@ def test_floordiv_mod_by_data_with_zero(dtype: str, rng: np.random.Generator) ->
     if dtype.startswith("int"):
         a[0], b[0] = np.iinfo(dtype).min, -1  # the one quotient that traps in hardware
     for op, ref in ((BinaryOp.FLOORDIV, np.floor_divide), (BinaryOp.FLOORMOD, np.remainder)):
-        m = build_module(elementwise("divmod", lambda x, y: binary(op, x, y), [dtype, dtype], dtype))
+        m = build_module(
+            elementwise("divmod", lambda x, y, op=op: binary(op, x, y), [dtype, dtype], dtype)
+        )
         out = np.zeros(200, dtype)
         m(a, b, out)
         with np.errstate(divide="ignore", over="ignore"):
@@ -106,7 +133,7 @@ def test_floordiv_mod_by_data_with_zero(dtype: str, rng: np.random.Generator) ->
 def test_floordiv_mod_by_constant(divisor: int) -> None:
     a = np.arange(-40, 40, dtype="int32")
     for op, ref in ((BinaryOp.FLOORDIV, np.floor_divide), (BinaryOp.FLOORMOD, np.remainder)):
-        fn = lambda x: binary(op, x, Const(divisor, INT32))  # noqa: E731
+        fn = lambda x, op=op: binary(op, x, Const(divisor, INT32))  # noqa: E731
         m = build_module(elementwise("cdiv", fn, ["int32"], "int32"))
         out = np.zeros_like(a)
         m(a, out)
@@ -118,7 +145,9 @@ def test_floordiv_mod_by_constant(divisor: int) -> None:
 def test_float_floordiv_mod(rng: np.random.Generator) -> None:
     a, b = random(64, "float64", rng), random(64, "float64", rng) + 0.1
     for op, ref in ((BinaryOp.FLOORDIV, np.floor_divide), (BinaryOp.FLOORMOD, np.remainder)):
-        m = build_module(elementwise("fdivmod", lambda x, y: binary(op, x, y), ["float64"] * 2, "float64"))
+        m = build_module(
+            elementwise("fdivmod", lambda x, y, op=op: binary(op, x, y), ["float64"] * 2, "float64")
+        )
         out = np.zeros(64)
         m(a, b, out)
         np.testing.assert_allclose(out, ref(a, b), rtol=1e-12, atol=1e-12)
@@ -128,21 +157,37 @@ def test_min_max_and_nan() -> None:
     a = np.array([1.0, np.nan, -2.0, 3.0], "float32")
     b = np.array([2.0, 0.0, np.nan, -3.0], "float32")
     for op, ref in ((BinaryOp.MIN, np.minimum), (BinaryOp.MAX, np.maximum)):
-        m = build_module(elementwise("mm", lambda x, y: binary(op, x, y), ["float32"] * 2, "float32"))
+        m = build_module(
+            elementwise("mm", lambda x, y, op=op: binary(op, x, y), ["float32"] * 2, "float32")
+        )
         out = np.zeros(4, "float32")
         m(a, b, out)
         np.testing.assert_array_equal(out, ref(a, b))
-        mi = build_module(elementwise("mmi", lambda x, y: binary(op, x, y), ["int16"] * 2, "int16"))
+        mi = build_module(
+            elementwise("mmi", lambda x, y, op=op: binary(op, x, y), ["int16"] * 2, "int16")
+        )
         x, y = np.array([-5, 7, 0], "int16"), np.array([3, -9, 0], "int16")
         oi = np.zeros(3, "int16")
         mi(x, y, oi)
         np.testing.assert_array_equal(oi, ref(x, y))
 
 
-@pytest.mark.parametrize("src,dst", [("float32", "int32"), ("int32", "float64"), ("float64", "float16"),
-                                     ("float16", "float32"), ("int64", "int8"), ("uint8", "int32"),
-                                     ("int8", "uint16"), ("float32", "bool"), ("bool", "float32"),
-                                     ("int32", "bool"), ("float32", "uint8")])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ("float32", "int32"),
+        ("int32", "float64"),
+        ("float64", "float16"),
+        ("float16", "float32"),
+        ("int64", "int8"),
+        ("uint8", "int32"),
+        ("int8", "uint16"),
+        ("float32", "bool"),
+        ("bool", "float32"),
+        ("int32", "bool"),
+        ("float32", "uint8"),
+    ],
+)
 def test_cast(src: str, dst: str, rng: np.random.Generator) -> None:
     a = random(40, src, rng)
     if src.startswith("float") and dst == "uint8":
@@ -205,14 +250,18 @@ def test_vectorized_select_masks_loads() -> None:
     """A padded read: lanes outside [0, n) must not be loaded (vector lazy select)."""
     a, out = buf("A", "float32", (32,)), buf("out", "float32", (48,))
     i = Var("i", INT32)
-    src = select((i >= 8) & (i < 40), BufferLoad(a, i - 8, a.dtype), Const(0.0, as_dtype("float32")))
+    src = select(
+        (i >= 8) & (i < 40), BufferLoad(a, i - 8, a.dtype), Const(0.0, as_dtype("float32"))
+    )
     body = loop(i, 48, BufferStore(out, i, src), ForKind.VECTORIZED)
     func = vectorize_loops(PrimFunc("pad", (a, out), (), body))
     m = build_module(func)
     x = np.arange(1, 33, dtype="float32")
     y = np.full(48, -1, "float32")
     m(x, y)
-    np.testing.assert_array_equal(y, np.concatenate([np.zeros(8), x, np.zeros(8)]).astype("float32"))
+    np.testing.assert_array_equal(
+        y, np.concatenate([np.zeros(8), x, np.zeros(8)]).astype("float32")
+    )
     assert "masked.load" in m.get_source("ll")
 
 
@@ -221,7 +270,11 @@ def test_vector_loads_use_zmm(rng: np.random.Generator) -> None:
     a, b, c = (buf(x, "float32", (n * 16,)) for x in "ABC")
     io, ii = Var("io", INT32), Var("ii", INT32)
     idx = io * 16 + ii
-    body = loop(io, n, loop(ii, 16, BufferStore(c, idx, load(a, idx) * load(b, idx) + 1.0), ForKind.VECTORIZED))
+    body = loop(
+        io,
+        n,
+        loop(ii, 16, BufferStore(c, idx, load(a, idx) * load(b, idx) + 1.0), ForKind.VECTORIZED),
+    )
     func = vectorize_loops(PrimFunc("vmul", (a, b, c), (n,), body))
     m = build_module(func, Target("llvm -mcpu=skylake-avx512"))
     x, y = random(64, "float32", rng), random(64, "float32", rng)
@@ -277,11 +330,18 @@ def _parallel_sum_rows(kind: ForKind) -> PrimFunc:
     r, k = Var("r", INT32), Var("k", INT32)
     acc = buf("acc", "float32", (1,), Scope.LOCAL)
     zero = Const(0, INT32)
-    body = Allocate(acc, seq(
-        BufferStore(acc, zero, Const(0.0, as_dtype("float32"))),
-        loop(k, m_, BufferStore(acc, zero, load(acc, zero) + load(a, r * m_ + k) * load(scale, zero))),
-        BufferStore(out, r, load(acc, zero)),
-    ))
+    body = Allocate(
+        acc,
+        seq(
+            BufferStore(acc, zero, Const(0.0, as_dtype("float32"))),
+            loop(
+                k,
+                m_,
+                BufferStore(acc, zero, load(acc, zero) + load(a, r * m_ + k) * load(scale, zero)),
+            ),
+            BufferStore(out, r, load(acc, zero)),
+        ),
+    )
     return PrimFunc("rows", (a, scale, out), (n, m_), loop(r, n, body, kind))
 
 
@@ -302,8 +362,12 @@ def test_parallel_equals_serial(rows: int, rng: np.random.Generator) -> None:
 def test_nested_parallel_runs_serially(rng: np.random.Generator) -> None:
     a, c = buf("A", "int32", (40, 30)), buf("C", "int32", (40, 30))
     i, j = Var("i", INT32), Var("j", INT32)
-    body = loop(i, 40, loop(j, 30, BufferStore(c, i * 30 + j, load(a, i * 30 + j) * 3), ForKind.PARALLEL),
-                ForKind.PARALLEL)
+    body = loop(
+        i,
+        40,
+        loop(j, 30, BufferStore(c, i * 30 + j, load(a, i * 30 + j) * 3), ForKind.PARALLEL),
+        ForKind.PARALLEL,
+    )
     m = build_module(PrimFunc("nested", (a, c), (), body))
     x = random((40, 30), "int32", rng)
     out = np.zeros_like(x)
@@ -320,10 +384,13 @@ def test_allocate_stack_and_heap(size: int | None, rng: np.random.Generator) -> 
     shape_vars = (n,) if size is None else ()
     tmp = buf("tmp", "float32", (extent,), Scope.LOCAL)
     i = Var("i", INT32)
-    body = Allocate(tmp, seq(
-        loop(i, extent, BufferStore(tmp, i, load(a, i) * 2.0)),
-        loop(i, extent, BufferStore(c, i, load(tmp, i) + 1.0)),
-    ))
+    body = Allocate(
+        tmp,
+        seq(
+            loop(i, extent, BufferStore(tmp, i, load(a, i) * 2.0)),
+            loop(i, extent, BufferStore(c, i, load(tmp, i) + 1.0)),
+        ),
+    )
     m = build_module(PrimFunc("alloc", (a, c), shape_vars, body))
     ll = m.get_source("ll")
     on_heap = size is None or size * 4 > 64 * 1024
@@ -343,10 +410,17 @@ def test_allocate_in_loop_does_not_grow_stack() -> None:
     tmp = buf("tmp", "float32", (4096,), Scope.LOCAL)
     i = Var("i", INT32)
     zero = Const(0, INT32)
-    body = loop(i, 200000, Allocate(tmp, seq(
-        BufferStore(tmp, zero, load(a, zero) + 1.0),
-        BufferStore(a, zero, load(tmp, zero)),
-    )))
+    body = loop(
+        i,
+        200000,
+        Allocate(
+            tmp,
+            seq(
+                BufferStore(tmp, zero, load(a, zero) + 1.0),
+                BufferStore(a, zero, load(tmp, zero)),
+            ),
+        ),
+    )
     m = build_module(PrimFunc("stack", (a,), (), body))
     x = np.zeros(1, "float32")
     m(x)
@@ -357,8 +431,11 @@ def test_let_and_if_statements() -> None:
     n = Var("n", INT32)
     a, c = buf("A", "int32", (n,)), buf("C", "int32", (n,))
     i, t = Var("i", INT32), Var("t", INT32)
-    body = loop(i, n, LetStmt(t, load(a, i) * 2, IfThenElse(
-        t > 4, BufferStore(c, i, t), BufferStore(c, i, -t))))
+    body = loop(
+        i,
+        n,
+        LetStmt(t, load(a, i) * 2, IfThenElse(t > 4, BufferStore(c, i, t), BufferStore(c, i, -t))),
+    )
     m = build_module(PrimFunc("letif", (a, c), (n,), body))
     x = np.arange(-5, 6, dtype="int32")
     y = np.zeros_like(x)
@@ -369,7 +446,10 @@ def test_let_and_if_statements() -> None:
 def test_codegen_is_text_with_c_signature() -> None:
     func = elementwise("sig", lambda a, b: a * b, ["float32", "int64"], "float64")
     ll = codegen(func, "llvm")
-    assert 'define void @"sig"(ptr noalias %arg0, ptr noalias %arg1, ptr noalias %arg2, i64 %arg3)' in ll
+    assert (
+        'define void @"sig"(ptr noalias %arg0, ptr noalias %arg1, ptr noalias %arg2, i64 %arg3)'
+        in ll
+    )
     assert '@"sig_packed"' in ll
 
 
@@ -379,16 +459,37 @@ def test_gemm_compiles_fast() -> None:
 
     size = 256
     a, b, c = (buf(x, "float32", (size, size)) for x in "ABC")
-    i, j, k = Var("i", INT32), Var("j", INT32), Var("k", INT32)
+    i, k = Var("i", INT32), Var("k", INT32)
     zero = Const(0.0, as_dtype("float32"))
     jo, ji = Var("jo", INT32), Var("ji", INT32)
     col = jo * 16 + ji
-    body = loop(i, size, loop(jo, size // 16, seq(
-        loop(ji, 16, BufferStore(c, i * size + col, zero), ForKind.VECTORIZED),
-        loop(k, size, loop(ji, 16, BufferStore(
-            c, i * size + col, load(c, i * size + col) + load(a, i * size + k) * load(b, k * size + col)),
-            ForKind.VECTORIZED)),
-    )), ForKind.PARALLEL)
+    body = loop(
+        i,
+        size,
+        loop(
+            jo,
+            size // 16,
+            seq(
+                loop(ji, 16, BufferStore(c, i * size + col, zero), ForKind.VECTORIZED),
+                loop(
+                    k,
+                    size,
+                    loop(
+                        ji,
+                        16,
+                        BufferStore(
+                            c,
+                            i * size + col,
+                            load(c, i * size + col)
+                            + load(a, i * size + k) * load(b, k * size + col),
+                        ),
+                        ForKind.VECTORIZED,
+                    ),
+                ),
+            ),
+        ),
+        ForKind.PARALLEL,
+    )
     func = vectorize_loops(PrimFunc("gemm", (a, b, c), (), body))
     start = time.perf_counter()
     m = build_module(func)

@@ -29,6 +29,7 @@ LAYERS = {
     "codegen": 6,
     "runtime": 7,
     "build": 8,
+    "benchmark": 0,
     "__init__": 9,
 }
 

@@ -26,8 +26,12 @@ from tensorlang.runtime.threadpool import native
 
 
 def _buf(name: str, dtype: str, shape: tuple) -> Buffer:
-    return Buffer(name, as_dtype(dtype), tuple(const(s) if isinstance(s, int) else s for s in shape),
-                  Var(name, HANDLE))
+    return Buffer(
+        name,
+        as_dtype(dtype),
+        tuple(const(s) if isinstance(s, int) else s for s in shape),
+        Var(name, HANDLE),
+    )
 
 
 def _scaled_add(name: str = "scaled_add", kind: ForKind = ForKind.SERIAL) -> PrimFunc:
@@ -36,8 +40,13 @@ def _scaled_add(name: str = "scaled_add", kind: ForKind = ForKind.SERIAL) -> Pri
     a, b, c = _buf("A", "float32", (n, 4)), _buf("B", "float32", (4,)), _buf("C", "float32", (n, 4))
     i, j = Var("i", INT32), Var("j", INT32)
     value = BufferLoad(a, i * 4 + j, a.dtype) + BufferLoad(b, j, b.dtype) * 2.0
-    body = For(i, const(0), n, kind, For(j, const(0), const(4), ForKind.SERIAL,
-                                          BufferStore(c, i * 4 + j, value)))
+    body = For(
+        i,
+        const(0),
+        n,
+        kind,
+        For(j, const(0), const(4), ForKind.SERIAL, BufferStore(c, i * 4 + j, value)),
+    )
     return PrimFunc(name, (a, b, c), (n,), body)
 
 
@@ -48,8 +57,11 @@ def mod() -> Module:
 
 def _args(n: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    return (rng.random((n, 4), dtype="float32"), rng.random(4, dtype="float32"),
-            np.zeros((n, 4), "float32"))
+    return (
+        rng.random((n, 4), dtype="float32"),
+        rng.random(4, dtype="float32"),
+        np.zeros((n, 4), "float32"),
+    )
 
 
 def test_call_binds_shape_var(mod: Module) -> None:
@@ -264,8 +276,11 @@ def test_export_load_and_call_from_c(tmp_path: Path) -> None:
 
     (tmp_path / "main.c").write_text(_C_MAIN)
     exe = tmp_path / "main"
-    subprocess.run(["cc", "-o", str(exe), str(tmp_path / "main.c"), str(lib),
-                    f"-Wl,-rpath,{tmp_path}"], check=True, cwd=tmp_path)
+    subprocess.run(
+        ["cc", "-o", str(exe), str(tmp_path / "main.c"), str(lib), f"-Wl,-rpath,{tmp_path}"],
+        check=True,
+        cwd=tmp_path,
+    )
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     np.testing.assert_allclose([float(x) for x in out], np.arange(8) + np.tile([2, 4, 6, 8], 2))
 
@@ -277,3 +292,26 @@ def test_export_rejects_libm_names(tmp_path: Path) -> None:
     np.testing.assert_allclose(c, a + b * 2, rtol=1e-6)
     with pytest.raises(ValueError, match="libm"):
         m.export_library(tmp_path / "exp.so")
+
+
+def test_export_vector_math_kernel(tmp_path: Path) -> None:
+    """Vector math calls (libmvec where available) link into the exported library."""
+    from tensorlang import intrin
+    from tensorlang.lower.vectorize import vectorize_loops
+
+    a, c = _buf("A", "float32", (32,)), _buf("C", "float32", (32,))
+    i = Var("i", INT32)
+    body = For(
+        i,
+        const(0),
+        const(32),
+        ForKind.VECTORIZED,
+        BufferStore(c, i, intrin.tanh(BufferLoad(a, i, a.dtype))),
+    )
+    m = build_module(vectorize_loops(PrimFunc("vtanh", (a, c), (), body)))
+    m.export_library(tmp_path / "vtanh.so")
+    loaded = load_module(tmp_path / "vtanh.so")
+    x = np.linspace(-3, 3, 32, dtype="float32")
+    y = np.zeros(32, "float32")
+    loaded(x, y)
+    np.testing.assert_allclose(y, np.tanh(x), rtol=1e-5, atol=1e-6)

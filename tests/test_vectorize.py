@@ -30,8 +30,13 @@ F32 = as_dtype("float32")
 
 
 def _buf(name: str, shape: tuple, dtype: str = "float32", scope: Scope = Scope.GLOBAL) -> Buffer:
-    return Buffer(name, as_dtype(dtype), tuple(const(s) if isinstance(s, int) else s for s in shape),
-                  Var(name, HANDLE), scope)
+    return Buffer(
+        name,
+        as_dtype(dtype),
+        tuple(const(s) if isinstance(s, int) else s for s in shape),
+        Var(name, HANDLE),
+        scope,
+    )
 
 
 def _ld(b: Buffer, index) -> BufferLoad:  # noqa: ANN001
@@ -39,8 +44,13 @@ def _ld(b: Buffer, index) -> BufferLoad:  # noqa: ANN001
 
 
 def _for(var: Var, extent, body, kind=ForKind.SERIAL, lo=0) -> For:  # noqa: ANN001
-    return For(var, const(lo) if isinstance(lo, int) else lo,
-               const(extent) if isinstance(extent, int) else extent, kind, body)
+    return For(
+        var,
+        const(lo) if isinstance(lo, int) else lo,
+        const(extent) if isinstance(extent, int) else extent,
+        kind,
+        body,
+    )
 
 
 def _nodes(func: PrimFunc, cls: type) -> list:
@@ -56,8 +66,9 @@ def _kinds(func: PrimFunc) -> list[ForKind]:
 def test_contiguous_loop_becomes_ramp_store() -> None:
     a, c = _buf("A", (32,)), _buf("C", (32,))
     i = Var("i", INT32)
-    func = PrimFunc("v", (a, c), (), _for(i, 16, BufferStore(c, i + 16, _ld(a, i) * 2.0),
-                                           ForKind.VECTORIZED))
+    func = PrimFunc(
+        "v", (a, c), (), _for(i, 16, BufferStore(c, i + 16, _ld(a, i) * 2.0), ForKind.VECTORIZED)
+    )
     out = vectorize_loops(func)
     assert _kinds(out) == []
     (store,) = _nodes(out, BufferStore)
@@ -73,8 +84,12 @@ def test_nonzero_min_and_scalar_broadcast() -> None:
     a, s, c = _buf("A", (40,)), _buf("s", (1,)), _buf("C", (40,))
     i = Var("i", INT32)
     zero = Const(0, INT32)
-    func = PrimFunc("m", (a, s, c), (), _for(i, 8, BufferStore(c, i, _ld(a, i) + _ld(s, zero)),
-                                             ForKind.VECTORIZED, lo=5))
+    func = PrimFunc(
+        "m",
+        (a, s, c),
+        (),
+        _for(i, 8, BufferStore(c, i, _ld(a, i) + _ld(s, zero)), ForKind.VECTORIZED, lo=5),
+    )
     out = vectorize_loops(func)
     assert any(isinstance(n, Broadcast) for n in _nodes(out, Broadcast))
     x, y = np.arange(40, dtype="float32"), np.zeros(40, "float32")
@@ -105,9 +120,18 @@ def test_fallbacks_to_serial() -> None:
     tmp = _buf("tmp", (1,), scope=Scope.LOCAL)
     cases = {
         "symbolic extent": (_for(i, n, BufferStore(c, i, _ld(a, i)), ForKind.VECTORIZED), (n,)),
-        "reduction": (_for(i, 16, BufferStore(c, zero, _ld(c, zero) + _ld(a, i)), ForKind.VECTORIZED), ()),
-        "lane dependency": (_for(i, 16, BufferStore(c, i + 1, _ld(c, i) + 1.0), ForKind.VECTORIZED), ()),
-        "allocate": (_for(i, 16, Allocate(tmp, BufferStore(c, i, _ld(a, i))), ForKind.VECTORIZED), ()),
+        "reduction": (
+            _for(i, 16, BufferStore(c, zero, _ld(c, zero) + _ld(a, i)), ForKind.VECTORIZED),
+            (),
+        ),
+        "lane dependency": (
+            _for(i, 16, BufferStore(c, i + 1, _ld(c, i) + 1.0), ForKind.VECTORIZED),
+            (),
+        ),
+        "allocate": (
+            _for(i, 16, Allocate(tmp, BufferStore(c, i, _ld(a, i))), ForKind.VECTORIZED),
+            (),
+        ),
         "too many lanes": (_for(i, 65, BufferStore(c, i, _ld(a, i)), ForKind.VECTORIZED), ()),
     }
     for name, (body, shape_vars) in cases.items():
@@ -133,7 +157,9 @@ def test_masked_tail_is_masked_store_and_load() -> None:
     io, ii = Var("io", INT32), Var("ii", INT32)
     idx = io * 8 + ii
     guard = IfThenElse(idx < n, BufferStore(c, idx, _ld(a, idx) * 3.0), None, likely=True)
-    func = PrimFunc("t", (a, c), (n,), _for(io, (n + 7) // 8, _for(ii, 8, guard, ForKind.VECTORIZED)))
+    func = PrimFunc(
+        "t", (a, c), (n,), _for(io, (n + 7) // 8, _for(ii, 8, guard, ForKind.VECTORIZED))
+    )
     out = vectorize_loops(func)
     (store,) = _nodes(out, BufferStore)
     (load,) = _nodes(out, BufferLoad)
@@ -161,7 +187,9 @@ def test_let_in_vector_loop() -> None:
 def test_unroll_copies_body() -> None:
     a, c = _buf("A", (12,)), _buf("C", (12,))
     i, j = Var("i", INT32), Var("j", INT32)
-    body = _for(i, 3, _for(j, 4, BufferStore(c, i * 4 + j, _ld(a, i * 4 + j) + 1.0), ForKind.UNROLLED))
+    body = _for(
+        i, 3, _for(j, 4, BufferStore(c, i * 4 + j, _ld(a, i * 4 + j) + 1.0), ForKind.UNROLLED)
+    )
     out = unroll_loops(PrimFunc("u", (a, c), (), body))
     assert _kinds(out) == [ForKind.SERIAL]
     (outer,) = _nodes(out, For)
@@ -175,8 +203,11 @@ def test_unroll_constant_min_folds_and_limits() -> None:
     a = _buf("A", (200,))
     i = Var("i", INT32)
     n = Var("n", INT32)
-    out = unroll_loops(PrimFunc("u", (a,), (), _for(i, 3, BufferStore(a, i, Const(1.0, F32)),
-                                                    ForKind.UNROLLED, lo=5)))
+    out = unroll_loops(
+        PrimFunc(
+            "u", (a,), (), _for(i, 3, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED, lo=5)
+        )
+    )
     assert [s.index.value for s in _nodes(out, BufferStore)] == [5, 6, 7]
     for extent in (n, const(65)):
         loop = _for(i, extent, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED)

@@ -152,18 +152,21 @@ class Tuner:
         callbacks = list(callbacks)
         measurer, overlapping = self._measurer(measure_option)
         remaining = n_trial
-        batch = self._propose(min(batch_size, remaining))
-        remaining -= len(batch)
-        future = measurer.submit_builds(self._inputs(batch)) if batch else None
+
+        def start_next() -> tuple[list[ConfigEntity], Any]:
+            nonlocal remaining
+            batch = self._propose(min(batch_size, remaining))
+            remaining -= len(batch)
+            return batch, measurer.submit_builds(self._inputs(batch)) if batch else None
+
+        batch, future = start_next()
         try:
             while batch:
                 inputs = self._inputs(batch)
                 builds = future.result()
                 next_batch: list[ConfigEntity] = []
                 if overlapping and remaining > 0:
-                    next_batch = self._propose(min(batch_size, remaining))
-                    remaining -= len(next_batch)
-                    future = measurer.submit_builds(self._inputs(next_batch)) if next_batch else None
+                    next_batch, future = start_next()
                 results = measurer.run(inputs, builds)
                 self._learn_features(measurer.features)
                 self.update(inputs, results)
@@ -173,9 +176,7 @@ class Tuner:
                         and self.trial_count - self._best_trial >= early_stopping):
                     break
                 if not overlapping and remaining > 0:
-                    next_batch = self._propose(min(batch_size, remaining))
-                    remaining -= len(next_batch)
-                    future = measurer.submit_builds(self._inputs(next_batch)) if next_batch else None
+                    next_batch, future = start_next()
                 batch = next_batch
         finally:
             if isinstance(measure_option, MeasureOption) or measure_option is None:

@@ -7,7 +7,11 @@ floor semantics for integers without ever trapping (division by zero yields 0, a
 
 from __future__ import annotations
 
+import ctypes.util
+import functools
 from typing import TYPE_CHECKING
+
+import llvmlite.binding as llvm
 
 from ..expr import BinaryOp, MathFunc
 from .irtext import Val, const, element_of, lanes_of, mangle, vector_of
@@ -24,9 +28,106 @@ _LLVM_UNARY = {
     MathFunc.ABS: "llvm.fabs",
 }
 _LIBM = {MathFunc.TANH: "tanh", MathFunc.ERF: "erf"}
-LIBM_SYMBOLS = ("tanh", "tanhf", "erf", "erff", "exp", "expf", "log", "logf", "pow", "powf", "fmod",
-                "fmodf")
+LIBM_SYMBOLS = (
+    "tanh",
+    "tanhf",
+    "erf",
+    "erff",
+    "exp",
+    "expf",
+    "log",
+    "logf",
+    "pow",
+    "powf",
+    "fmod",
+    "fmodf",
+)
 """libm functions generated code may call (registered with the JIT in case it cannot see them)."""
+
+
+_VECTOR_LIBM = {
+    MathFunc.EXP: "exp",
+    MathFunc.LOG: "log",
+    MathFunc.POW: "pow",
+    MathFunc.TANH: "tanh",
+    MathFunc.ERF: "erf",
+}
+_ISA_LETTER = {128: "b", 256: "d", 512: "e"}  # x86 vector function ABI: SSE, AVX2, AVX-512
+
+
+@functools.cache
+def _libmvec() -> ctypes.CDLL | None:
+    """glibc's vector math library, loaded so that JIT code can call it (None if absent)."""
+    path = ctypes.util.find_library("mvec")
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        llvm.load_library_permanently(path)
+    except OSError:
+        return None
+    return lib
+
+
+def vector_libm_symbol(func: MathFunc, elem: str, lanes: int, target_bits: int) -> str | None:
+    """The libmvec function computing `func` on `lanes` lanes of `elem`, if this system has one
+    that `target_bits`-wide vectors can use."""
+    base = _VECTOR_LIBM.get(func)
+    bits = lanes * (32 if elem == "float" else 64)
+    if base is None or elem not in ("float", "double") or bits > target_bits:
+        return None
+    letter = _ISA_LETTER.get(bits)
+    lib = _libmvec()
+    if letter is None or lib is None:
+        return None
+    params = "vv" if func is MathFunc.POW else "v"
+    name = f"_ZGV{letter}N{lanes}{params}_{base}{'f' if elem == 'float' else ''}"
+    return name if hasattr(lib, name) else None
+
+
+def uses_vector_libm(ll: str) -> bool:
+    """Whether LLVM IR text calls libmvec (an exported library must then link it)."""
+    return "@_ZGV" in ll
+
+
+def _vector_libm_call(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val | None:
+    """`func` on whole vectors through libmvec, in register-wide chunks; None if unavailable."""
+    ty = args[0].ty
+    lanes, elem = lanes_of(ty), element_of(ty)
+    if lanes == 1 or elem not in ("float", "double"):
+        return None
+    width = min(lanes, cg.target.vector_bits // (32 if elem == "float" else 64))
+    count = lanes // width
+    if lanes % width or count & (count - 1):
+        return None
+    name = vector_libm_symbol(func, elem, width, cg.target.vector_bits)
+    if name is None:
+        return None
+    chunk_ty = vector_of(elem, width)
+    cg.declare(
+        name, f"declare {chunk_ty} @{name}({', '.join([chunk_ty] * len(args))}) nounwind readnone"
+    )
+    fw = cg.fw
+    parts: list[Val] = []
+    for c in range(count):
+        if count == 1:
+            pieces = args
+        else:
+            mask = "<" + ", ".join(f"i32 {c * width + k}" for k in range(width)) + ">"
+            pieces = [
+                fw.op(chunk_ty, f"shufflevector {a}, {ty} poison, <{width} x i32> {mask}")
+                for a in args
+            ]
+        parts.append(fw.op(chunk_ty, f"call {chunk_ty} @{name}({', '.join(map(str, pieces))})"))
+    while len(parts) > 1:  # concatenate pairwise
+        half = lanes_of(parts[0].ty)
+        joined_ty = vector_of(elem, 2 * half)
+        mask = "<" + ", ".join(f"i32 {k}" for k in range(2 * half)) + ">"
+        parts = [
+            fw.op(joined_ty, f"shufflevector {parts[k]}, {parts[k + 1]}, <{2 * half} x i32> {mask}")
+            for k in range(0, len(parts), 2)
+        ]
+    return parts[0]
 
 
 def emit_math(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val:
@@ -39,6 +140,9 @@ def emit_math(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val:
         ext = [cg.fw.op(wide, f"fpext {a} to {wide}") for a in args]
         result = emit_math(cg, func, ext)
         return cg.fw.op(ty, f"fptrunc {result} to {ty}")
+    vector = _vector_libm_call(cg, func, args)
+    if vector is not None:
+        return vector
     if func in _LLVM_UNARY:
         return cg.intrinsic(_LLVM_UNARY[func], [ty], ty, args)
     if func is MathFunc.POW:
@@ -51,7 +155,7 @@ def emit_math(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val:
         return cg.fw.op(ty, f"fdiv {one}, {root.ref}")
     if func is MathFunc.SIGMOID:
         neg = cg.fw.op(ty, f"fneg {args[0]}")
-        e = cg.intrinsic("llvm.exp", [ty], ty, [neg])
+        e = emit_math(cg, MathFunc.EXP, [neg])
         denom = cg.fw.op(ty, f"fadd {one}, {e.ref}")
         return cg.fw.op(ty, f"fdiv {one}, {denom.ref}")
     if func in _LIBM:

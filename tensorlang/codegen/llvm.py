@@ -290,7 +290,9 @@ class CodeGen:
             prefix = "s" if signed else "u"
             name = f"llvm.{prefix}{'min' if op is BinaryOp.MIN else 'max'}"
             return self.intrinsic(name, [ty], ty, [a, b])
-        raise TypeError(f"operator {op.value} is not defined for {t} (the front end casts / to float)")
+        raise TypeError(
+            f"operator {op.value} is not defined for {t} (the front end casts / to float)"
+        )
 
     def _compare(self, e: Compare) -> Val:
         a, b = self._match(self.expr(e.a), self.expr(e.b))
@@ -351,7 +353,9 @@ class CodeGen:
         fw.br(end_l)
         fw.start_block(end_l)
         if lanes_of(a.ty) < lanes_of(b.ty):
-            raise NotImplementedError("a lazy select whose true branch is narrower than the false one")
+            raise NotImplementedError(
+                "a lazy select whose true branch is narrower than the false one"
+            )
         return fw.op(a.ty, f"phi {a.ty} [ {a.ref}, %{a_block} ], [ {b.ref}, %{b_block} ]")
 
     def _cast(self, e: Cast) -> Val:
@@ -536,10 +540,15 @@ class CodeGen:
             if v is None:
                 raise ValueError(f"variable {e.name} is used but not defined in {self.func.name}")
             return self._resize_int(v, "i64", e.dtype.is_int)
-        if isinstance(e, Binary) and e.dtype.is_int and e.op in _INT_OPS or (
+        if (
             isinstance(e, Binary)
             and e.dtype.is_int
-            and e.op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD, BinaryOp.MIN, BinaryOp.MAX)
+            and e.op in _INT_OPS
+            or (
+                isinstance(e, Binary)
+                and e.dtype.is_int
+                and e.op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD, BinaryOp.MIN, BinaryOp.MAX)
+            )
         ):
             a, b = self._match(self.index(e.a), self.index(e.b))
             return self.binary_op(e.op, a, b, e.dtype, nsw=True)
@@ -655,7 +664,9 @@ class CodeGen:
         struct = "{" + ", ".join(v.ty for _, v in captured) + "}" if captured else "{i8}"
         closure = fw.alloca(f"{struct}, align 8")
         for k, (_, val) in enumerate(captured):
-            slot = fw.op("ptr", f"getelementptr inbounds {struct}, ptr {closure.ref}, i32 0, i32 {k}")
+            slot = fw.op(
+                "ptr", f"getelementptr inbounds {struct}, ptr {closure.ref}, i32 0, i32 {k}"
+            )
             fw.emit(f"store {val}, ptr {slot.ref}")
         task_fn = self._outline(s, captured, struct)
         for name in ("tl_parallel_for", "tl_get_num_threads"):
@@ -685,7 +696,9 @@ class CodeGen:
         impl = f'"{self.symbol}_par{index}_impl"'
         # The task wrapper unpacks the closure and calls an always-inlined body whose pointer
         # parameters are noalias, which LLVM turns into alias scopes when it inlines.
-        wrapper = FunctionWriter(f"define internal void @{name}(i32 %task, i32 %ntasks, ptr %cl) #0")
+        wrapper = FunctionWriter(
+            f"define internal void @{name}(i32 %task, i32 %ntasks, ptr %cl) #0"
+        )
         args: list[str] = []
         for k, (_, val) in enumerate(captured):
             slot = wrapper.op("ptr", f"getelementptr inbounds {struct}, ptr %cl, i32 0, i32 {k}")

@@ -55,7 +55,9 @@ class Target:
                 mattr = tuple(a.strip() for a in value.split(",") if a.strip())
                 bad = [a for a in mattr if a[0] not in "+-" or len(a) < 2]
                 if bad:
-                    raise ValueError(f"bad -mattr entries {bad} in target {spec!r}: use +name/-name")
+                    raise ValueError(
+                        f"bad -mattr entries {bad} in target {spec!r}: use +name/-name"
+                    )
             else:
                 raise ValueError(
                     f"unknown or malformed option {word!r} in target {spec!r}; "
@@ -123,7 +125,7 @@ class Target:
         return " ".join(attrs)
 
     def target_machine(self, pic: bool = False) -> llvm.TargetMachine:
-        """The cached LLVM TargetMachine (opt level 3); `pic` for code going into a shared library."""
+        """The cached LLVM TargetMachine (opt level 3); `pic` for code in a shared library."""
         return _target_machine(self.mcpu, self.features, pic)
 
 

@@ -86,7 +86,9 @@ class _Vectorizer:
 
     def __init__(self, var: Var, start: Expr, lanes: int) -> None:
         self.lanes = lanes
-        self.map: dict[Var, Expr] = {var: Ramp(start, Const(1, var.dtype), lanes, var.dtype.with_lanes(lanes))}
+        self.map: dict[Var, Expr] = {
+            var: Ramp(start, Const(1, var.dtype), lanes, var.dtype.with_lanes(lanes))
+        }
         self.mask: Expr | None = None
 
     # ------------------------------------------------------------ expressions
@@ -113,10 +115,12 @@ class _Vectorizer:
             if c is e.cond and a is e.true_value and b is e.false_value:
                 return e
             n = max(_lanes(c), _lanes(a), _lanes(b))
-            return Select(_broadcast(c, n), _broadcast(a, n), _broadcast(b, n), e.dtype.with_lanes(n))
+            return Select(
+                _broadcast(c, n), _broadcast(a, n), _broadcast(b, n), e.dtype.with_lanes(n)
+            )
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
-            if all(a is b for a, b in zip(args, e.args)):
+            if all(a is b for a, b in zip(args, e.args, strict=True)):
                 return e
             n = max(_lanes(a) for a in args)
             return Call(e.func, tuple(_broadcast(a, n) for a in args), e.dtype.with_lanes(n))
@@ -153,11 +157,17 @@ class _Vectorizer:
         """Keep affine index arithmetic in Ramp form (so loads stay contiguous)."""
         if op in (BinaryOp.ADD, BinaryOp.SUB):
             if isinstance(a, Ramp) and isinstance(b, Ramp):
-                return Ramp(_fold(op, a.base, b.base), _fold(op, a.stride, b.stride), a.lanes, a.dtype)
+                return Ramp(
+                    _fold(op, a.base, b.base), _fold(op, a.stride, b.stride), a.lanes, a.dtype
+                )
             if isinstance(a, Ramp) and _lanes(b) == 1:
                 return Ramp(_fold(op, a.base, b), a.stride, a.lanes, a.dtype)
             if isinstance(b, Ramp) and _lanes(a) == 1:
-                stride = _fold(BinaryOp.SUB, Const(0, b.stride.dtype), b.stride) if op is BinaryOp.SUB else b.stride
+                stride = (
+                    _fold(BinaryOp.SUB, Const(0, b.stride.dtype), b.stride)
+                    if op is BinaryOp.SUB
+                    else b.stride
+                )
                 return Ramp(_fold(op, a, b.base), stride, b.lanes, b.dtype)
         if op is BinaryOp.MUL:
             if isinstance(a, Ramp) and _lanes(b) == 1:
@@ -280,7 +290,11 @@ class _LoopVectorizer(Mutator):
         if node.kind is not ForKind.VECTORIZED:
             return node
         lanes = int(node.extent.value) if isinstance(node.extent, Const) else 0
-        if 1 < lanes <= MAX_LANES and not _has_allocate(node.body) and _reads_match_writes(node.body):
+        if (
+            1 < lanes <= MAX_LANES
+            and not _has_allocate(node.body)
+            and _reads_match_writes(node.body)
+        ):
             try:
                 return _Vectorizer(node.var, node.min, lanes).stmt(node.body)
             except _CannotVectorize:

@@ -44,7 +44,11 @@ def _shape_entry(e: Expr, shape_vars: set[str], where: str) -> ShapeEntry:
     if isinstance(e, Cast):
         return _shape_entry(e.value, shape_vars, where)
     if isinstance(e, Binary) and e.op.value in _OPS:
-        return (e.op.value, _shape_entry(e.a, shape_vars, where), _shape_entry(e.b, shape_vars, where))
+        return (
+            e.op.value,
+            _shape_entry(e.a, shape_vars, where),
+            _shape_entry(e.b, shape_vars, where),
+        )
     raise ValueError(f"{where}: unsupported dimension expression {e}")
 
 
@@ -97,7 +101,12 @@ class ParamSpec:
     is_output: bool
 
     def shape_str(self) -> str:
-        return "(" + ", ".join(_entry_str(e) for e in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+        return (
+            "("
+            + ", ".join(_entry_str(e) for e in self.shape)
+            + ("," if len(self.shape) == 1 else "")
+            + ")"
+        )
 
 
 def _to_list(entry: ShapeEntry) -> Any:
@@ -105,7 +114,9 @@ def _to_list(entry: ShapeEntry) -> Any:
 
 
 def _from_list(entry: Any) -> ShapeEntry:
-    return (entry[0], _from_list(entry[1]), _from_list(entry[2])) if isinstance(entry, list) else entry
+    return (
+        (entry[0], _from_list(entry[1]), _from_list(entry[2])) if isinstance(entry, list) else entry
+    )
 
 
 @dataclass(frozen=True)
@@ -158,8 +169,12 @@ class Signature:
     @staticmethod
     def from_json(data: dict[str, Any]) -> Signature:
         params = tuple(
-            ParamSpec(p["name"], np.dtype(p["dtype"]), tuple(_from_list(e) for e in p["shape"]),
-                      bool(p["is_output"]))
+            ParamSpec(
+                p["name"],
+                np.dtype(p["dtype"]),
+                tuple(_from_list(e) for e in p["shape"]),
+                bool(p["is_output"]),
+            )
             for p in data["params"]
         )
         return Signature(data["name"], params, tuple(data["shape_vars"]))
@@ -221,7 +236,7 @@ class ArgChecker:
             )
         arrays: list[np.ndarray] = []
         values: dict[str, int] = {}
-        for i, (arg, (spec, ndim, consts, bound, _derived)) in enumerate(zip(args, plans)):
+        for i, (arg, (spec, ndim, consts, bound, _derived)) in enumerate(zip(args, plans, strict=True)):
             if type(arg) is not np.ndarray:
                 arg = self._as_array(i, arg)
             if arg.dtype is not spec.dtype and arg.dtype != spec.dtype:
@@ -249,7 +264,8 @@ class ArgChecker:
                     value, rest = divmod(shape[axis] - offset, scale)
                     if rest or value < 0:
                         raise ValueError(
-                            f"{self._label(i)}: dimension {axis} must be {_entry_str(spec.shape[axis])}"
+                            f"{self._label(i)}: dimension {axis} must be "
+                            f"{_entry_str(spec.shape[axis])}"
                             f" for some {var} >= 0, got {shape[axis]}"
                         )
                     values[var] = value
@@ -267,7 +283,9 @@ class ArgChecker:
             if not flags.aligned:
                 raise ValueError(f"{self._label(i)}: the array's data is not aligned to its dtype")
             if spec.is_output and not flags.writeable:
-                raise ValueError(f"{self._label(i)}: the kernel writes this argument but it is read-only")
+                raise ValueError(
+                    f"{self._label(i)}: the kernel writes this argument but it is read-only"
+                )
             arrays.append(arg)
         if self._any_derived:
             self._check_derived(arrays, values)
@@ -284,14 +302,16 @@ class ArgChecker:
             if hasattr(arg, "__array_interface__"):
                 return np.asarray(arg)
         except (TypeError, ValueError, BufferError, RuntimeError) as exc:
-            raise TypeError(f"{self._label(i)}: cannot view {type(arg).__name__} as an array: {exc}") from exc
+            raise TypeError(
+                f"{self._label(i)}: cannot view {type(arg).__name__} as an array: {exc}"
+            ) from exc
         raise TypeError(
             f"{self._label(i)}: expected a numpy array or an object supporting DLPack or the "
             f"array interface, got {type(arg).__name__}"
         )
 
     def _check_derived(self, arrays: list[np.ndarray], values: dict[str, int]) -> None:
-        for i, (arr, plan) in enumerate(zip(arrays, self._plans)):
+        for i, (arr, plan) in enumerate(zip(arrays, self._plans, strict=True)):
             spec = plan[0]
             for axis, entry in plan[4]:
                 want = evaluate(entry, values)

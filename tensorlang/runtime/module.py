@@ -133,7 +133,9 @@ class Module:
                 seconds = lib.tl_time_packed(self._packed, packed, calls)
                 while min_repeat_ms > 0 and seconds * calls * 1e3 < min_repeat_ms:
                     spent = max(seconds * calls * 1e3, 1e-6)
-                    calls = max(calls + 1, math.ceil(calls * min(10.0, 1.2 * min_repeat_ms / spent)))
+                    calls = max(
+                        calls + 1, math.ceil(calls * min(10.0, 1.2 * min_repeat_ms / spent))
+                    )
                     seconds = lib.tl_time_packed(self._packed, packed, calls)
                 results.append(seconds)
             return BenchmarkResult(tuple(results))

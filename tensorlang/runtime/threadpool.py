@@ -36,8 +36,14 @@ double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number);
 void *tl_half_helper(int which);
 """
 _HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
-EXPORTED = ("tl_parallel_for", "tl_get_num_threads", "tl_set_num_threads", "tl_aligned_alloc",
-            "tl_free", "tl_time_packed")
+EXPORTED = (
+    "tl_parallel_for",
+    "tl_get_num_threads",
+    "tl_set_num_threads",
+    "tl_aligned_alloc",
+    "tl_free",
+    "tl_time_packed",
+)
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,8 @@
+"""Tuners: which configs to measure next. All share the loop in `Tuner.tune`."""
+
+from .base import Tuner
+from .ga import GATuner
+from .simple import GridSearchTuner, RandomTuner
+from .xgb import XGBTuner
+
+__all__ = ["GATuner", "GridSearchTuner", "RandomTuner", "Tuner", "XGBTuner"]

@@ -1,0 +1,174 @@
+"""The model-based tuner: XGBoost cost model + simulated annealing + diverse batch picks.
+
+Glue between the narrow interfaces: features (`FeatureExtractor`), a `CostModel`, an `Explorer`.
+The first `plan_size` trials are random; afterwards, each time `plan_size` new measurements have
+arrived, the model is refitted and the explorer plans the next configs: its best
+`plan_size * diversity_filter_ratio` are thinned to a diverse `plan_size`. Each proposal is a random
+unvisited config with probability `eps` instead (so the model cannot get stuck in a corner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..cost_model import CostModel, XGBoostCostModel
+from ..explorer import Explorer, SimulatedAnnealing, diverse_pick
+from ..features import FeatureExtractor
+from ..record import Record
+from ..result import MeasureInput, MeasureResult
+from ..space import ConfigEntity
+from ..task import Task, create_task
+from .base import Tuner
+
+
+class XGBTuner(Tuner):
+    """Tuner driven by an XGBoost cost model.
+
+    Args:
+        task: the task.
+        loss_type: "rank" (pairwise ranking) or "reg" (regression on throughput).
+        feature_type: "itervar", "curve" or "knob" (see `autotune.features`).
+        plan_size: configs planned per model fit.
+        diversity_filter_ratio: the explorer returns this many times `plan_size` candidates,
+            then a diverse subset is kept (None or 1: keep the best).
+        eps: probability of a random proposal.
+        model: a CostModel to use instead of XGBoost.
+        explorer: an Explorer to use instead of simulated annealing.
+        seed: random seed (numpy and xgboost).
+    """
+
+    def __init__(self, task: Task, loss_type: str = "rank", feature_type: str = "itervar",
+                 plan_size: int = 64, diversity_filter_ratio: float | None = 2.0,
+                 eps: float = 0.05, model: CostModel | None = None,
+                 explorer: Explorer | None = None, seed: int | None = None):
+        super().__init__(task, seed)
+        self.loss_type = loss_type
+        self.feature_type = feature_type
+        self.feature_kind = feature_type if feature_type != "knob" else None
+        self.plan_size = plan_size
+        self.diversity_filter_ratio = diversity_filter_ratio
+        self.eps = eps
+        self.model: CostModel = model or XGBoostCostModel(loss_type, seed=seed)
+        self.extractor = FeatureExtractor(task, feature_type)
+        if explorer is None:
+            # Loop-IR features cost a lowering per new candidate: search less widely with them.
+            cheap = feature_type == "knob"
+            explorer = SimulatedAnnealing(
+                self.space, n_chains=128 if cheap else 32, n_iter=500 if cheap else 60,
+                early_stop=50 if cheap else 15, seed=self.rng,
+            )
+        self.explorer = explorer
+        self.xs_index: list[int] = []
+        self.ys: list[float] = []
+        self._transfer_xs: list[np.ndarray] = []
+        self._transfer_ys: list[np.ndarray] = []
+        self._plan: list[int] = []
+        self._since_fit = 0
+
+    # -- proposing -------------------------------------------------------------------------------
+
+    def next_batch(self, n: int) -> list[ConfigEntity]:
+        out: list[int] = []
+        while len(out) < n and len(self.visited) + len(out) < len(self.space):
+            candidate = None
+            if self._plan and self.rng.random() >= self.eps:
+                while self._plan:
+                    index = self._plan.pop(0)
+                    if index not in self.visited and index not in out:
+                        candidate = index
+                        break
+            if candidate is None:
+                picks = [i for i in self._random_unvisited(len(out) + 1) if i not in out]
+                if not picks:
+                    break
+                candidate = picks[0]
+            out.append(candidate)
+        return [self.space.get(i) for i in out]
+
+    # -- learning --------------------------------------------------------------------------------
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        super().update(inputs, results)
+        for inp, res in zip(inputs, results):
+            self.xs_index.append(inp.config.index)
+            self.ys.append(1.0 / res.mean if res.ok and res.mean > 0 else 0.0)
+        self._since_fit += len(inputs)
+        enough = len(self.ys) >= min(self.plan_size, max(8, len(self.space) // 4))
+        if enough and (self._since_fit >= self.plan_size or not self._plan):
+            self._fit_and_plan()
+
+    def _learn_features(self, features: dict[int, np.ndarray]) -> None:
+        for index, row in features.items():
+            self.extractor.put(index, row)
+
+    def _training_set(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        xs = self.extractor.get(self.xs_index)
+        ys = np.asarray(self.ys)
+        ok = ~np.isnan(xs).any(axis=1)
+        xs, ys = xs[ok], ys[ok]
+        ys = ys / ys.max() if ys.size and ys.max() > 0 else ys
+        all_xs, all_ys, groups = [xs], [ys], [len(ys)]
+        for txs, tys in zip(self._transfer_xs, self._transfer_ys):
+            if txs.shape[1] == xs.shape[1]:
+                all_xs.append(txs)
+                all_ys.append(tys)
+                groups.append(len(tys))
+        return np.concatenate(all_xs), np.concatenate(all_ys), groups
+
+    def _score(self, indices: np.ndarray) -> np.ndarray:
+        xs = self.extractor.get(indices)
+        bad = np.isnan(xs).any(axis=1)
+        scores = np.full(len(indices), -np.inf)
+        if (~bad).any():
+            scores[~bad] = self.model.predict(xs[~bad])
+        return scores
+
+    def _fit_and_plan(self) -> None:
+        xs, ys, groups = self._training_set()
+        if len(ys) < 2 or not np.any(ys > 0):
+            return
+        self.model.fit(xs, ys, groups)
+        self._since_fit = 0
+        ratio = self.diversity_filter_ratio or 1.0
+        wanted = int(self.plan_size * ratio)
+        candidates = self.explorer.find_maximums(self._score, wanted, self.visited)
+        if ratio > 1.0 and len(candidates) > self.plan_size:
+            scores = self._score(np.asarray(candidates, dtype=np.int64))
+            candidates = diverse_pick(self.space, candidates, scores, self.plan_size)
+        self._plan = candidates[: self.plan_size]
+
+    # -- transfer learning ----------------------------------------------------------------------
+
+    def _transfer(self, records: list[Record]) -> None:
+        """Features and normalised throughputs of other shapes of this template, one ranking
+        group per workload, added to every later fit."""
+        by_workload: dict[tuple[str, str], list[Record]] = {}
+        for r in records:
+            by_workload.setdefault((r.key, r.target), []).append(r)
+        for group in by_workload.values():
+            other = create_task(group[0].workload[0], group[0].workload[1], group[0].target)
+            if self.feature_type == "knob" and other.config_space.dims != self.space.dims:
+                continue  # knob indices only mean the same thing in an identical space
+            extractor = FeatureExtractor(other, self.feature_type)
+            valid = [r for r in group if 0 <= r.config_index < other.config_space.range_length]
+            xs = extractor.get([r.config_index for r in valid])
+            ys = np.asarray([1.0 / r.result.mean if r.result.ok else 0.0 for r in valid])
+            ok = ~np.isnan(xs).any(axis=1)
+            if ok.sum() < 2 or ys[ok].max() <= 0:
+                continue
+            self._transfer_xs.append(xs[ok])
+            self._transfer_ys.append(ys[ok] / ys[ok].max())
+        if self._transfer_xs and not self.ys:
+            self._fit_transfer_only()
+
+    def _fit_transfer_only(self) -> None:
+        """Plan the first batch from the transferred model instead of random configs."""
+        xs = np.concatenate(self._transfer_xs)
+        ys = np.concatenate(self._transfer_ys)
+        width = self.extractor.get([self.space.sample(self.rng, 1)[0]]).shape[1]
+        if xs.shape[1] != width:
+            return
+        self.model.fit(xs, ys, [len(t) for t in self._transfer_ys])
+        self._plan = self.explorer.find_maximums(self._score, self.plan_size, self.visited)

@@ -1,0 +1,108 @@
+"""`autotune.tune`: the one-call entry point (tuner + measurement + log + resume + progress)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .measure import MeasureOption
+from .progress import Progress
+from .record import Record, load_records, log_to_file
+from .result import gflops
+from .space import ConfigEntity
+from .task import Task
+from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
+from .tuner.base import Callback, MeasureFn
+
+_TUNERS = {
+    "xgb": XGBTuner,
+    "xgb_knob": lambda task, seed=None: XGBTuner(task, feature_type="knob", seed=seed),
+    "ga": GATuner,
+    "random": RandomTuner,
+    "grid": GridSearchTuner,
+}
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of `tune`.
+
+    Attributes:
+        config: the fastest config (None if nothing ran successfully).
+        cost: its mean time in seconds (inf if none).
+        gflops: its throughput.
+        n_results: measurements of this task in total (including resumed ones).
+        task: the task.
+    """
+
+    config: ConfigEntity | None
+    cost: float
+    gflops: float
+    n_results: int
+    task: Task
+
+    def __str__(self) -> str:
+        return (f"best {self.config} : {self.cost * 1e3:.4f} ms, {self.gflops:.2f} GFLOP/s "
+                f"({self.n_results} measurements)")
+
+
+def _make_tuner(task: Task, tuner: str | Tuner, seed: int | None) -> Tuner:
+    if isinstance(tuner, Tuner):
+        return tuner
+    if tuner not in _TUNERS:
+        raise ValueError(f"unknown tuner {tuner!r} (use one of {sorted(_TUNERS)} or a Tuner)")
+    return _TUNERS[tuner](task, seed=seed)
+
+
+def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
+         log_file: str | os.PathLike[str] | None = None,
+         measure_option: MeasureOption | MeasureFn | None = None,
+         early_stopping: int | None = None, callbacks: Iterable[Callback] = (),
+         seed: int | None = None, progress: bool = True,
+         history: Iterable[Record] = ()) -> Result:
+    """Tune `task` and return the best config found.
+
+    Args:
+        task: from `autotune.create_task`.
+        trials: the measurement budget of this task, counting those already in `log_file`
+            (a rerun with the same log resumes instead of starting over).
+        tuner: "xgb" (default), "xgb_knob", "ga", "random", "grid", or a Tuner object.
+        log_file: JSON-lines log to append to (and resume from, when it exists).
+        measure_option: from `autotune.measure_option`, or a function `measure(inputs)`.
+        early_stopping: stop after this many trials without improvement.
+        callbacks: extra `callback(tuner, inputs, results)` functions.
+        seed: makes the run reproducible up to timing noise.
+        progress: print a progress line.
+        history: records of other workloads of the same template, for transfer learning.
+    """
+    t = _make_tuner(task, tuner, seed)
+    records = list(history)
+    if log_file is not None and os.path.exists(log_file):
+        records += load_records(log_file)
+    if records:
+        t.load_history(records)
+    already = t.trial_count
+    todo = max(0, trials - already)
+    cbs = list(callbacks)
+    bar = Progress(todo, name=task.name) if progress and todo else None
+    if bar is not None:
+        cbs.append(bar)
+    if log_file is not None:
+        cbs.insert(0, log_to_file(log_file))
+    try:
+        if todo:
+            t.tune(todo, measure_option, early_stopping=early_stopping, callbacks=cbs)
+    finally:
+        for cb in cbs:
+            close = getattr(cb, "close", None) or getattr(cb, "finish", None)
+            if close is not None:
+                close()
+    best = t.best_result
+    return Result(
+        config=t.best_config,
+        cost=best.mean if best is not None else float("inf"),
+        gflops=gflops(task.flop, best) if best is not None else 0.0,
+        n_results=t.trial_count,
+        task=task,
+    )

@@ -1,0 +1,133 @@
+"""Measurement with real builds: isolation of failures, correctness checks, end-to-end tuning.
+
+The templates live at module level so that the worker processes can import them by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import autotune
+import tensorlang as tl
+from autotune.measure import Measurer
+from autotune.result import MeasureErrorNo, MeasureInput
+
+MODES = ["ok", "raise", "crash", "wrong", "slow", "ok_split"]
+
+
+@autotune.template("test_measure/modes")
+def modes(n: int) -> tuple:
+    """One config per failure kind (config 0 is the correct reference)."""
+    cfg = autotune.get_config()
+    cfg.define_knob("mode", MODES)
+    mode = cfg["mode"].val
+    A = tl.placeholder((n,), "float32", name="A")
+    if mode == "raise":
+        raise RuntimeError("this template cannot handle the config")
+    if mode == "slow":
+        r1 = tl.reduce_axis((0, 30000), name="r1")
+        r2 = tl.reduce_axis((0, 30000), name="r2")
+        B = tl.compute((n,), lambda i: tl.sum(A[(i + r1 + r2) % n], axis=[r1, r2]), name="B")
+    elif mode == "wrong":
+        B = tl.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    else:
+        B = tl.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = tl.create_schedule(B.op)
+    if mode == "ok_split":
+        s[B].split(s[B].op.axis[0], factor=4)
+    if mode == "crash":
+        s[B].split(s[B].op.axis[0], factor=2)  # distinct code, so it is not deduplicated
+        autotune.before_run(lambda: ctypes.string_at(0))  # reads address 0: a segfault
+    return s, [A, B]
+
+
+@autotune.template("test_measure/matmul")
+def matmul(n: int) -> tuple:
+    A = tl.placeholder((n, n), "float32", name="A")
+    B = tl.placeholder((n, n), "float32", name="B")
+    k = tl.reduce_axis((0, n), name="k")
+    C = tl.compute((n, n), lambda i, j: tl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = tl.create_schedule(C.op)
+    y, x = s[C].op.axis
+    cfg = autotune.get_config()
+    cfg.define_split("tile_y", y)
+    cfg.define_split("tile_x", x)
+    cfg.define_knob("unused", [0, 1])  # two configs per schedule: identical code
+    yo, yi = cfg["tile_y"].apply(s, C, y)
+    xo, xi = cfg["tile_x"].apply(s, C, x)
+    s[C].reorder(yo, xo, k, yi, xi)
+    return s, [A, B, C]
+
+
+def test_every_failure_kind_is_a_typed_result_and_workers_recover() -> None:
+    task = autotune.create_task("test_measure/modes", (16,))
+    option = autotune.measure_option(
+        builder=autotune.LocalBuilder(timeout=20, n_parallel=2),
+        runner=autotune.LocalRunner(number=1, repeat=1, timeout=0.5, check_correctness=True),
+    )
+    measurer = Measurer(option)
+    inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(len(MODES))]
+    try:
+        results = measurer.measure(inputs)
+    finally:
+        option.close()
+    errors = dict(zip(MODES, (r.error_no for r in results)))
+    assert errors == {
+        "ok": MeasureErrorNo.NO_ERROR,
+        "raise": MeasureErrorNo.INSTANTIATION_ERROR,
+        "crash": MeasureErrorNo.RUNTIME_ERROR,
+        "wrong": MeasureErrorNo.WRONG_ANSWER,
+        "slow": MeasureErrorNo.RUN_TIMEOUT,
+        "ok_split": MeasureErrorNo.NO_ERROR,
+    }, [r.error_msg for r in results]
+    assert "cannot handle" in results[1].error_msg
+    assert all(c > 0 for c in results[0].costs)
+
+
+def test_tune_end_to_end_then_deploy_the_best(tmp_path: object) -> None:
+    task = autotune.create_task("test_measure/matmul", (32,))
+    assert len(task.config_space) == 72
+    log = tmp_path / "mm.jsonl"
+    option = autotune.measure_option(
+        builder=autotune.LocalBuilder(n_parallel=2),
+        runner=autotune.LocalRunner(number=2, repeat=2, check_correctness=True),
+    )
+    result = autotune.tune(task, trials=24, log_file=log, measure_option=option, seed=0,
+                           progress=False)
+    records = autotune.load_records(log)
+    assert len(records) == 24 == result.n_results
+    assert all(r.result.error_no is MeasureErrorNo.NO_ERROR for r in records)
+    assert result.cost == min(r.result.mean for r in records) and result.gflops > 0
+    with autotune.apply_history_best(log):
+        s, args = matmul(32)
+    f = tl.build(s, args)
+    a, b = np.random.rand(32, 32).astype("float32"), np.random.rand(32, 32).astype("float32")
+    c = np.zeros((32, 32), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4)
+    assert f"range({result.config['tile_x'].size[-1]})" in str(tl.lower(s, args))
+
+
+def test_configs_with_identical_code_are_measured_once() -> None:
+    task = autotune.create_task("test_measure/matmul", (16,))
+    twins = [task.config_space.get(0), task.config_space.get(1)]  # differ only in "unused"
+    option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
+                                     runner=autotune.LocalRunner(number=1, repeat=1))
+    measurer = Measurer(option, feature_kind="itervar")
+    try:
+        results = measurer.measure([MeasureInput(task, c) for c in twins])
+    finally:
+        option.close()
+    assert results[0] is results[1] and results[0].ok
+    assert measurer.features[0].shape == measurer.features[1].shape
+    assert np.array_equal(measurer.features[0], measurer.features[1])
+
+
+def test_measure_option_rejects_wrong_types() -> None:
+    with pytest.raises(TypeError, match="builder"):
+        autotune.measure_option(builder="local")
+    with pytest.raises(ValueError, match="timeout"):
+        autotune.LocalRunner(timeout=0)

@@ -1,0 +1,185 @@
+"""Matrix products: dense (x @ W^T + b), matmul (with transposes, batch broadcasting), batch_matmul.
+
+The 2-D and batched products read their right-hand operand through a packed copy of shape
+(..., N/16, K, 16): column panels one vector wide, contiguous along K. That is the GEMM recipe of
+shared/DESIGN.md: the inner loop loads one panel row per k with one vector load whatever the
+original layout (transposed or not), so one schedule serves every variant.
+The GEMM stage is tagged "dense", "matmul" or "batch_matmul"; a bias is a separate "broadcast"
+stage for the schedule to fuse. Ops record `attrs["workload"]` like the convolutions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tensorlang as tl
+from tensorlang.expr import Expr
+
+from .elemwise import BROADCAST, broadcast_shape
+from .utils import PACK_WIDTH, check_same_dim, check_tensor, json_args, static_dim
+
+
+def pack_panels(
+    batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str
+) -> tl.Tensor:
+    """(*batch, ceil(n/16), k, 16) with packed[..., jo, kk, ji] = read(*b, jo * 16 + ji, kk),
+    zero past column n."""
+    static_n = static_dim(n)
+    blocks = (n + PACK_WIDTH - 1) // PACK_WIDTH  # type: ignore[operator]
+    zero = tl.const(0, dtype)
+    guard = static_n is None or static_n % PACK_WIDTH != 0
+
+    def f(*index: Expr) -> Expr:
+        *b, jo, kk, ji = index
+        j = jo * PACK_WIDTH + ji
+        value = read(*b, j, kk)
+        return tl.if_then_else(j < n, value, zero) if guard else value
+
+    return tl.compute((*batch, blocks, k, PACK_WIDTH), f, name=name, tag="injective,panel_pack")
+
+
+def _panel_read(packed: tl.Tensor, *b: Expr, j: Expr, kk: Expr) -> Expr:
+    return packed[(*b, j // PACK_WIDTH, kk, j % PACK_WIDTH)]
+
+
+def _shape(t: tl.Tensor) -> tuple:
+    return tuple(static_dim(d) if static_dim(d) is not None else d for d in t.shape)
+
+
+def _add_bias(out: tl.Tensor, bias: tl.Tensor | None, name: str) -> tl.Tensor:
+    if bias is None:
+        return out
+    check_tensor(bias, f"{name}: bias", 1)
+    check_same_dim(bias.shape[0], out.shape[-1], f"{name}: bias length vs output columns")
+    return tl.compute(
+        out.shape, lambda *i: out[i] + bias[i[-1]].astype(out.dtype), name=f"{name}_bias",
+        tag=BROADCAST,
+    )
+
+
+def dense(
+    data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None, out_dtype: str | None = None
+) -> tl.Tensor:
+    """data (M, K) times weight (N, K) transposed, plus an optional bias (N,) -> (M, N).
+
+    Returns:
+        The output; its GEMM stage is tagged "dense".
+    """
+    check_tensor(data, "dense: data", 2)
+    check_tensor(weight, "dense: weight", 2)
+    check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
+    m, k = _shape(data)
+    n = _shape(weight)[0]
+    dtype = out_dtype or data.dtype
+    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack")
+    rk = tl.reduce_axis((0, k), name="k")
+    out = tl.compute(
+        (m, n),
+        lambda i, j: tl.sum(
+            data[i, rk].astype(dtype) * _panel_read(packed, j=j, kk=rk).astype(dtype), axis=rk
+        ),
+        name="dense",
+        tag="dense",
+        attrs={"workload": _workload(_shape(data), _shape(weight), dtype)},
+    )
+    return _add_bias(out, bias, "dense")
+
+
+def matmul(
+    a: tl.Tensor,
+    b: tl.Tensor,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    bias: tl.Tensor | None = None,
+    out_dtype: str | None = None,
+) -> tl.Tensor:
+    """a @ b, with the last two axes of an operand swapped when its transpose flag is set.
+
+    Leading (batch) axes broadcast numpy-style; a 1-D `bias` of the output's last size is added.
+
+    Returns:
+        The output; its product stage is tagged "matmul" (2-D) or "batch_matmul" (batched).
+    """
+    check_tensor(a, "matmul: a")
+    check_tensor(b, "matmul: b")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"matmul: operands need at least 2 dimensions, got {a.ndim} and {b.ndim}")
+    for label, flag in (("transpose_a", transpose_a), ("transpose_b", transpose_b)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"matmul: {label} must be a bool, got {flag!r}")
+    dtype = out_dtype or a.dtype
+    workload = _workload(_shape(a), _shape(b), transpose_a, transpose_b, dtype)
+    out = _product(a, b, transpose_a, transpose_b, dtype, workload)
+    return _add_bias(out, bias, "matmul")
+
+
+def _workload(*args: object) -> tuple | None:
+    """The tuning-task arguments of an op, or None when a shape is symbolic (not tunable)."""
+    shapes = [a for a in args if isinstance(a, tuple)]
+    if any(not isinstance(d, int) for shape in shapes for d in shape):
+        return None
+    return json_args(*args)
+
+
+def _product(
+    a: tl.Tensor, b: tl.Tensor, transpose_a: bool, transpose_b: bool, dtype: str,
+    workload: tuple | None,
+) -> tl.Tensor:
+    sa, sb = _shape(a), _shape(b)
+    m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
+    kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
+    check_same_dim(ka, kb, "matmul: reduction sizes of a and b")
+    batch = broadcast_shape(sa[:-2], sb[:-2], "matmul: batch dimensions")
+    nb = len(batch)
+
+    def read_a(bi: tuple, i: Expr, kk: Expr) -> Expr:
+        lead = _broadcast_index(a, bi, nb)
+        return a[(*lead, kk, i)] if transpose_a else a[(*lead, i, kk)]
+
+    def read_b(bi: tuple, j: Expr, kk: Expr) -> Expr:
+        lead = _broadcast_index(b, bi, nb)
+        return b[(*lead, j, kk)] if transpose_b else b[(*lead, kk, j)]
+
+    packed = pack_panels(
+        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack"
+    )
+    rk = tl.reduce_axis((0, ka), name="k")
+    tag = "matmul" if nb == 0 else "batch_matmul"
+    return tl.compute(
+        (*batch, m, n),
+        lambda *idx: tl.sum(
+            read_a(idx[:-2], idx[-2], rk).astype(dtype)
+            * _panel_read(packed, *idx[:-2], j=idx[-1], kk=rk).astype(dtype),
+            axis=rk,
+        ),
+        name=tag,
+        tag=tag,
+        attrs={"workload": workload},
+    )
+
+
+def _broadcast_index(t: tl.Tensor, batch_index: tuple, nb: int) -> list[Expr]:
+    """The leading indices of `t` for an output batch index (right-aligned, size 1 pinned)."""
+    own = t.ndim - 2
+    lead = []
+    for k in range(own):
+        dim = t.shape[k]
+        lead.append(tl.const(0) if static_dim(dim) == 1 else batch_index[nb - own + k])
+    return lead
+
+
+def batch_matmul(x: tl.Tensor, y: tl.Tensor, out_dtype: str | None = None) -> tl.Tensor:
+    """x (B, M, K) times y (B, N, K) transposed, per batch -> (B, M, N); a batch of 1
+    broadcasts against the other operand's batch.
+
+    Returns:
+        The output, tagged "batch_matmul".
+    """
+    check_tensor(x, "batch_matmul: x", 3)
+    check_tensor(y, "batch_matmul: y", 3)
+    bx, by = static_dim(x.shape[0]), static_dim(y.shape[0])
+    if bx is not None and by is not None and bx != by and 1 not in (bx, by):
+        raise ValueError(f"batch_matmul: batch sizes {bx} and {by} differ and neither is 1")
+    check_same_dim(x.shape[2], y.shape[2], "batch_matmul: reduction sizes of x and y")
+    dtype = out_dtype or x.dtype
+    return _product(x, y, False, True, dtype, _workload(_shape(x), _shape(y), dtype))

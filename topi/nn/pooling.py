@@ -1,0 +1,192 @@
+"""Pooling computes: max/avg pooling over 2-D windows and global pooling, NCHW or NHWC.
+
+Padding is never materialised: a window position outside the input is skipped by the reduction's
+condition (max) or contributes zero (avg), and the avg divisor is a closed-form count per output
+pixel, so `count_include_pad` and `ceil_mode` cost nothing in the inner loop. The semantics follow
+TVM's reference (topi.testing.poolnd_python): with count_include_pad, the divisor counts the
+window positions inside the padded input (a ceil_mode overhang past it is not counted).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tensorlang as tl
+from tensorlang.expr import Expr
+
+from .utils import as_pair, check_tensor, const_shape, get_pad_tuple
+
+POOL_LAYOUTS = ("NCHW", "NHWC")
+
+
+def _spatial_axes(layout: str, what: str) -> tuple[int, int]:
+    if layout not in POOL_LAYOUTS:
+        raise ValueError(f"{what}: layout must be one of {POOL_LAYOUTS}, got {layout!r}")
+    return (2, 3) if layout == "NCHW" else (1, 2)
+
+
+def _taps_inside(base: Expr, count: int, step: int, lo: int, hi: int) -> Expr:
+    """How many of the positions base + t * step (t < count) lie in [lo, hi)."""
+    total: Expr = tl.const(0)
+    for t in range(count):
+        p = base + t * step
+        total = total + tl.if_then_else((p >= lo) & (p < hi), tl.const(1), tl.const(0))
+    return total
+
+
+def pool2d(
+    data: tl.Tensor,
+    kernel: int | Sequence[int],
+    stride: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    pool_type: str,
+    ceil_mode: bool = False,
+    layout: str = "NCHW",
+    count_include_pad: bool = True,
+) -> tl.Tensor:
+    """Max or average pooling (TVM's `pool2d` argument order).
+
+    Args:
+        data: 4-D input in `layout`.
+        kernel, stride, dilation: an int or (h, w).
+        padding: an int, (pad_h, pad_w) or (top, left, bottom, right).
+        pool_type: "max" or "avg".
+        ceil_mode: round the output size up (partial windows at the bottom/right).
+        layout: "NCHW" or "NHWC".
+        count_include_pad: for "avg", divide by the window size including padding.
+
+    Returns:
+        The pooled tensor, tagged "pool_max" or "pool_avg".
+    """
+    what = f"{pool_type}_pool2d"
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    check_tensor(data, f"{what}: data", 4)
+    ha, wa = _spatial_axes(layout, what)
+    shape = const_shape(data, what)
+    kh, kw = as_pair(tuple(kernel) if isinstance(kernel, list) else kernel, f"{what}: kernel")
+    sh, sw = as_pair(tuple(stride) if isinstance(stride, list) else stride, f"{what}: stride")
+    dh, dw = as_pair(tuple(dilation) if isinstance(dilation, list) else dilation,
+                     f"{what}: dilation")
+    if isinstance(padding, str):
+        raise TypeError(f"{what}: padding must be an int or a tuple, got {padding!r}")
+    top, left, bottom, right = get_pad_tuple(padding, (kh, kw))
+    h, w = shape[ha], shape[wa]
+    rounding = math.ceil if ceil_mode else math.floor
+    out_h = int(rounding((h + top + bottom - (kh - 1) * dh - 1) / sh)) + 1
+    out_w = int(rounding((w + left + right - (kw - 1) * dw - 1) / sw)) + 1
+    if out_h < 1 or out_w < 1:
+        raise ValueError(f"{what}: the window is larger than the padded input")
+    out_shape = list(shape)
+    out_shape[ha], out_shape[wa] = out_h, out_w
+    ry = tl.reduce_axis((0, kh), name="ry")
+    rx = tl.reduce_axis((0, kw), name="rx")
+
+    def window(index: tuple) -> tuple[Expr, Expr, Expr, tuple]:
+        y = index[ha] * sh - top
+        x = index[wa] * sw - left
+        iy, ix = y + ry * dh, x + rx * dw
+        inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+        read = list(index)
+        read[ha], read[wa] = iy, ix
+        return y, x, inside, tuple(read)
+
+    if pool_type == "max":
+        lowest = tl.const(float("-inf"), data.dtype)
+
+        def fmax(*index: Expr) -> Expr:
+            _, _, inside, read = window(index)
+            return tl.max(tl.if_then_else(inside, data[read], lowest), axis=[ry, rx])
+
+        return tl.compute(tuple(out_shape), fmax, name="pool_max", tag="pool_max")
+
+    zero = tl.const(0, data.dtype)
+
+    def fsum(*index: Expr) -> Expr:
+        _, _, inside, read = window(index)
+        return tl.sum(tl.if_then_else(inside, data[read], zero), axis=[ry, rx])
+
+    total = tl.compute(tuple(out_shape), fsum, name="pool_sum", tag="pool_sum")
+    lo_h, hi_h = (-top, h + bottom) if count_include_pad else (0, h)
+    lo_w, hi_w = (-left, w + right) if count_include_pad else (0, w)
+
+    def favg(*index: Expr) -> Expr:
+        y = index[ha] * sh - top
+        x = index[wa] * sw - left
+        count = _taps_inside(y, kh, dh, lo_h, hi_h) * _taps_inside(x, kw, dw, lo_w, hi_w)
+        # An all-padding window averages to 0, as in TVM's reference.
+        return total[index] / tl.maximum(count, 1).astype(data.dtype)
+
+    return tl.compute(tuple(out_shape), favg, name="pool_avg", tag="pool_avg")
+
+
+def max_pool2d(
+    data: tl.Tensor,
+    kernel: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    layout: str = "NCHW",
+) -> tl.Tensor:
+    """Max pooling; padded positions never win. See `pool2d` for the arguments."""
+    return pool2d(data, kernel, stride, dilation, padding, "max", ceil_mode, layout)
+
+
+def avg_pool2d(
+    data: tl.Tensor,
+    kernel: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    layout: str = "NCHW",
+    count_include_pad: bool = True,
+) -> tl.Tensor:
+    """Average pooling. See `pool2d` for the arguments."""
+    return pool2d(data, kernel, stride, dilation, padding, "avg", ceil_mode, layout,
+                  count_include_pad)
+
+
+def global_pool2d(data: tl.Tensor, pool_type: str, layout: str = "NCHW") -> tl.Tensor:
+    """Max or average over the whole spatial plane; the spatial dims are kept with size 1.
+
+    Returns:
+        The pooled tensor, tagged "global_pool_max" or "global_pool_avg".
+    """
+    what = f"global_{pool_type}_pool2d"
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"global_pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    check_tensor(data, f"{what}: data", 4)
+    ha, wa = _spatial_axes(layout, what)
+    shape = const_shape(data, what)
+    ry = tl.reduce_axis((0, shape[ha]), name="ry")
+    rx = tl.reduce_axis((0, shape[wa]), name="rx")
+    out_shape = list(shape)
+    out_shape[ha] = out_shape[wa] = 1
+    reducer = tl.max if pool_type == "max" else tl.sum
+
+    def f(*index: Expr) -> Expr:
+        read = list(index)
+        read[ha], read[wa] = ry, rx
+        return reducer(data[tuple(read)], axis=[ry, rx])
+
+    pooled = tl.compute(tuple(out_shape), f, name=f"global_pool_{pool_type}",
+                        tag=f"global_pool_{pool_type}")
+    if pool_type == "max":
+        return pooled
+    scale = tl.const(1.0 / (shape[ha] * shape[wa]), data.dtype)
+    return tl.compute(tuple(out_shape), lambda *i: pooled[i] * scale, name="global_pool_avg_out",
+                      tag="elemwise")
+
+
+def global_avg_pool2d(data: tl.Tensor, layout: str = "NCHW") -> tl.Tensor:
+    """Average over H and W: (N, C, H, W) -> (N, C, 1, 1) (or the NHWC equivalent)."""
+    return global_pool2d(data, "avg", layout)
+
+
+def global_max_pool2d(data: tl.Tensor, layout: str = "NCHW") -> tl.Tensor:
+    """Maximum over H and W: (N, C, H, W) -> (N, C, 1, 1) (or the NHWC equivalent)."""
+    return global_pool2d(data, "max", layout)

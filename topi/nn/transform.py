@@ -1,0 +1,159 @@
+"""Data movement computes: pad, reshape, transpose, concatenate (tag "injective").
+
+They compute nothing, so schedules inline them into their readers where possible; a pad in front
+of a window op is instead materialised once when that keeps conditions out of the hot loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tensorlang as tl
+from tensorlang.expr import Expr
+
+from .utils import check_axis, check_tensor, static_dim
+
+INJECTIVE = "injective"
+PAD = "injective,pad"
+
+
+def pad(
+    data: tl.Tensor,
+    pad_before: Sequence[int],
+    pad_after: Sequence[int] | None = None,
+    pad_value: float = 0.0,
+    name: str = "pad",
+) -> tl.Tensor:
+    """`data` surrounded by `pad_value`: `pad_before[d]` / `pad_after[d]` elements per dimension.
+
+    Returns `data` itself when nothing is padded, so callers need no special case.
+    """
+    check_tensor(data, "pad: data")
+    pad_after = pad_before if pad_after is None else pad_after
+    for label, p in (("pad_before", pad_before), ("pad_after", pad_after)):
+        if not isinstance(p, (tuple, list)) or len(p) != data.ndim:
+            raise ValueError(f"pad: {label} must list {data.ndim} ints, got {p!r}")
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in p):
+            raise ValueError(f"pad: {label} must hold non-negative ints, got {p!r}")
+    if not any(pad_before) and not any(pad_after):
+        return data
+    shape = tuple(d + b + a for d, b, a in zip(data.shape, pad_before, pad_after))
+    fill = tl.const(pad_value, data.dtype)
+
+    def f(*i: Expr) -> Expr:
+        inside = None
+        index = []
+        for k, (v, b, a) in enumerate(zip(i, pad_before, pad_after)):
+            index.append(v - b if b else v)
+            conds = []
+            if b:
+                conds.append(v >= b)
+            if a:
+                conds.append(v < data.shape[k] + b)
+            for c in conds:
+                inside = c if inside is None else inside & c
+        value = data[tuple(index)]
+        return value if inside is None else tl.if_then_else(inside, value, fill)
+
+    return tl.compute(shape, f, name=name, tag=PAD)
+
+
+def _unravel(flat: Expr, shape: Sequence) -> list[Expr]:
+    index = []
+    for dim in reversed(shape):
+        index.append(flat % dim)
+        flat = flat // dim
+    return list(reversed(index))
+
+
+def reshape(data: tl.Tensor, newshape: Sequence[int]) -> tl.Tensor:
+    """`data` with shape `newshape` (row-major order kept; one -1 is inferred)."""
+    check_tensor(data, "reshape: data")
+    dims = [static_dim(d) for d in data.shape]
+    if any(d is None for d in dims):
+        raise ValueError(f"reshape: data must have a static shape, got {data.shape}")
+    size = math.prod(dims)  # type: ignore[arg-type]
+    if not isinstance(newshape, (tuple, list)):
+        raise TypeError(f"reshape: newshape must be a tuple of ints, got {newshape!r}")
+    shape = list(newshape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: at most one -1 in newshape, got {newshape!r}")
+    if any(isinstance(d, bool) or not isinstance(d, int) or (d < 1 and d != -1) for d in shape):
+        raise ValueError(f"reshape: newshape must hold positive ints (or one -1), got {newshape!r}")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if size % known:
+            raise ValueError(f"reshape: cannot infer -1 in {newshape!r} for {size} elements")
+        shape[shape.index(-1)] = size // known
+    if math.prod(shape) != size:
+        raise ValueError(f"reshape: {tuple(dims)} ({size} elements) cannot become {tuple(shape)}")
+
+    def f(*i: Expr) -> Expr:
+        flat: Expr = tl.const(0)
+        for v, d in zip(i, shape):
+            flat = flat * d + v
+        return data[tuple(_unravel(flat, dims))]
+
+    return tl.compute(tuple(shape), f, name="reshape", tag=INJECTIVE)
+
+
+def transpose(x: tl.Tensor, axes: Sequence[int] | None = None) -> tl.Tensor:
+    """`x` with its dimensions permuted: output dim k is input dim axes[k] (reversed if None)."""
+    check_tensor(x, "transpose: x")
+    perm = list(reversed(range(x.ndim))) if axes is None else [
+        check_axis(a, x.ndim, "transpose: axes entry") for a in axes
+    ]
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"transpose: axes {axes!r} is not a permutation of {x.ndim} dimensions")
+    shape = tuple(x.shape[a] for a in perm)
+
+    def f(*i: Expr) -> Expr:
+        index: list[Expr] = [tl.const(0)] * x.ndim
+        for k, a in enumerate(perm):
+            index[a] = i[k]
+        return x[tuple(index)]
+
+    return tl.compute(shape, f, name="transpose", tag=INJECTIVE)
+
+
+def concatenate(xs: Sequence[tl.Tensor], axis: int = 0) -> tl.Tensor:
+    """The tensors `xs` joined along `axis` (all other dimensions equal)."""
+    if not isinstance(xs, (tuple, list)) or not xs:
+        raise ValueError("concatenate: xs must be a non-empty list of tensors")
+    for k, t in enumerate(xs):
+        check_tensor(t, f"concatenate: xs[{k}]", xs[0].ndim)
+        if t.dtype != xs[0].dtype:
+            raise TypeError(f"concatenate: xs[{k}] is {t.dtype} but xs[0] is {xs[0].dtype}")
+    axis = check_axis(axis, xs[0].ndim, "concatenate: axis")
+    sizes = []
+    for k, t in enumerate(xs):
+        for d in range(t.ndim):
+            if d != axis and static_dim(t.shape[d]) != static_dim(xs[0].shape[d]):
+                raise ValueError(
+                    f"concatenate: xs[{k}] has shape {t.shape} which differs from xs[0] "
+                    f"outside axis {axis}"
+                )
+        size = static_dim(t.shape[axis])
+        if size is None:
+            raise ValueError(f"concatenate: xs[{k}] must have a static size along axis {axis}")
+        sizes.append(size)
+    shape = list(xs[0].shape)
+    shape[axis] = sum(sizes)
+
+    starts = [sum(sizes[:k]) for k in range(len(xs))]
+
+    def read(k: int, i: tuple) -> Expr:
+        index = list(i)
+        index[axis] = i[axis] - starts[k] if starts[k] else i[axis]
+        return xs[k][tuple(index)]
+
+    def f(*i: Expr) -> Expr:
+        # Nested selects from the last piece backwards: one comparison per piece boundary, and
+        # only the chosen piece is read.
+        value = read(len(xs) - 1, i)
+        for k in range(len(xs) - 2, -1, -1):
+            value = tl.if_then_else(i[axis] < starts[k + 1], read(k, i), value)
+        return value
+
+    return tl.compute(tuple(shape), f, name="concatenate", tag=INJECTIVE)
