@@ -55,10 +55,6 @@ def lanes_of(ty: str) -> int:
     return int(ty[1:].split(" x ", 1)[0]) if ty.startswith("<") else 1
 
 
-def is_float_type(ty: str) -> bool:
-    return element_of(ty) in ("half", "float", "double")
-
-
 def mangle(ty: str) -> str:
     """The overload suffix of an intrinsic for `ty`: f32, v16f32, i64, v8i1, p0, v16p0."""
     elem = element_of(ty)

@@ -34,6 +34,7 @@ from ..expr import (
 from ..ir import (
     Allocate,
     Broadcast,
+    Buffer,
     BufferLoad,
     BufferStore,
     Evaluate,
@@ -236,7 +237,7 @@ class CodeGen:
             self._has_load[key] = bool(found)
         return self._has_load[key]
 
-    def _buffer_ptr(self, buf) -> Val:  # noqa: ANN001 - ir.Buffer
+    def _buffer_ptr(self, buf: Buffer) -> Val:
         val = self.env.get(buf.data) or self.globals_by_name.get(buf.name)
         if val is None:
             raise ValueError(f"buffer {buf.name} is used outside of its allocation")
@@ -426,7 +427,8 @@ class CodeGen:
         align = e.dtype.itemsize
         lanes = e.dtype.lanes
         mask = self._load_mask(e.mask, lanes)
-        if lanes == 1 or isinstance(e.index, Broadcast):
+        if lanes == 1 or isinstance(e.index, Broadcast) or e.index.dtype.lanes == 1:
+            # A lane-invariant address: one scalar load, splat to the lanes.
             index_expr = e.index.value if isinstance(e.index, Broadcast) else e.index
             value = self._scalar_load(ptr, elem, align, index_expr, mask)
             value = self._from_memory(value, e.dtype.element)
@@ -505,7 +507,7 @@ class CodeGen:
         align = t.itemsize
         value = self._to_memory(self.expr(s.value), t)
         lanes = lanes_of(value.ty)
-        index_lanes = 1 if isinstance(s.index, Var | Const) else s.index.dtype.lanes
+        index_lanes = s.index.dtype.lanes
         if lanes < index_lanes:
             value = self.splat(value, index_lanes)
             lanes = index_lanes

@@ -236,7 +236,9 @@ class ArgChecker:
             )
         arrays: list[np.ndarray] = []
         values: dict[str, int] = {}
-        for i, (arg, (spec, ndim, consts, bound, _derived)) in enumerate(zip(args, plans, strict=True)):
+        for i, (arg, (spec, ndim, consts, bound, _derived)) in enumerate(
+            zip(args, plans, strict=True)
+        ):
             if type(arg) is not np.ndarray:
                 arg = self._as_array(i, arg)
             if arg.dtype is not spec.dtype and arg.dtype != spec.dtype:

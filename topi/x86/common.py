@@ -1,0 +1,123 @@
+"""What every x86 schedule shares: walking the op graph, inlining injective stages, and the
+default loop structure of an injective or reduction stage (parallel outer loop, 16-lane vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tensorlang as tl
+from tensorlang.arith import const_value
+from tensorlang.expr import IterVar
+
+#: float32 lanes of one AVX-512 register.
+VECTOR_WIDTH = 16
+
+#: Tags of stages that only move or combine values elementwise and can be inlined into readers.
+INLINE_TAGS = ("elemwise", "broadcast", "injective", "injective,pad")
+
+
+def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:
+    """`outs` as a list of tensors (a schedule function accepts one tensor or several)."""
+    items = [outs] if isinstance(outs, tl.Tensor) else list(outs)
+    for t in items:
+        if not isinstance(t, tl.Tensor):
+            raise TypeError(f"schedule: outs must be tensors, got {type(t).__name__}")
+    return items
+
+
+def is_inlinable(op: tl.Operation) -> bool:
+    return isinstance(op, tl.ComputeOp) and op.tag in INLINE_TAGS and not op.reduce_axis
+
+
+def traverse(
+    s: tl.Schedule, outs: Sequence[tl.Tensor], visit: Callable[[tl.ComputeOp], None]
+) -> None:
+    """Inline every injective stage that is not an output, and call `visit` on every compute op,
+    producers first."""
+    out_ops = {id(t.op) for t in outs}
+    seen: set[int] = set()
+
+    def walk(op: tl.Operation) -> None:
+        if id(op) in seen or not isinstance(op, tl.ComputeOp):
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            walk(t.op)
+        if is_inlinable(op) and id(op) not in out_ops:
+            s[op].compute_inline()
+        visit(op)
+
+    for t in outs:
+        walk(t.op)
+
+
+def static_extent(iv: IterVar) -> int | None:
+    return const_value(iv.dom.extent)
+
+
+def fuse_parallel(s: tl.Schedule, stage_tensor: tl.Tensor | tl.Operation,
+                  axes: Sequence[IterVar]) -> IterVar | None:
+    """Fuse adjacent `axes` into one loop and run it in parallel; returns the fused loop."""
+    axes = list(axes)
+    if not axes:
+        return None
+    fused = s[stage_tensor].fuse(*axes) if len(axes) > 1 else axes[0]
+    s[stage_tensor].parallel(fused)
+    return fused
+
+
+def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
+    """Vectorize the innermost axis by 16 lanes and run the fused outer loops in parallel."""
+    stage = s[t]
+    axes = list(stage.op.axis)
+    if not axes:
+        return
+    inner = axes[-1]
+    extent = static_extent(inner)
+    if extent is not None and extent <= VECTOR_WIDTH:
+        stage.vectorize(inner)
+        fuse_parallel(s, t, axes[:-1])
+        return
+    outer, lanes = stage.split(inner, factor=VECTOR_WIDTH)
+    stage.vectorize(lanes)
+    fuse_parallel(s, t, [*axes[:-1], outer])
+
+
+def schedule_reduction_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
+    """A reduction stage: parallel over the outer data axes; the innermost data axis (when it is
+    longer than 1) moves inside the reduction loops and is vectorized, so each lane accumulates
+    its own output."""
+    stage = s[t]
+    axes = list(stage.op.axis)
+    reduce_axes = list(stage.op.reduce_axis)
+    inner_pos = max((k for k, a in enumerate(axes) if static_extent(a) != 1), default=None)
+    if inner_pos is None or static_extent(axes[inner_pos]) is None:
+        fuse_parallel(s, t, axes)
+        return
+    inner = axes[inner_pos]
+    if static_extent(inner) <= VECTOR_WIDTH:  # type: ignore[operator]
+        outer_axes, lanes = axes[:inner_pos], inner
+    else:
+        outer, lanes = stage.split(inner, factor=VECTOR_WIDTH)
+        outer_axes = [*axes[:inner_pos], outer]
+    rest = axes[inner_pos + 1:]
+    stage.reorder(*outer_axes, *reduce_axes, lanes, *rest)
+    stage.vectorize(lanes)
+    fuse_parallel(s, t, outer_axes)
+
+
+def generic_schedule(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Inline injective intermediates, give reductions and outputs the default loop structure."""
+    outs = as_tensor_list(outs)
+    s = tl.create_schedule([t.op for t in outs])
+    out_ops = {id(t.op) for t in outs}
+
+    def visit(op: tl.ComputeOp) -> None:
+        if op.reduce_axis:
+            schedule_reduction_stage(s, op)
+        elif id(op) in out_ops or not is_inlinable(op):
+            schedule_injective_stage(s, op)
+
+    traverse(s, outs, visit)
+    return s
