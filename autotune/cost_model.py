@@ -45,11 +45,12 @@ class XGBoostCostModel:
             scales) or "reg" (reg:squarederror on normalised throughput).
         num_rounds: boosting rounds per fit.
         seed: seed of xgboost's sampling.
-        num_threads: xgboost threads (None: xgboost's default).
+        num_threads: xgboost threads. One by default: tuning data sets are small, and more
+            threads would compete with the measurement workers.
     """
 
     def __init__(self, loss_type: str = "rank", num_rounds: int = 60, seed: int | None = None,
-                 num_threads: int | None = None):
+                 num_threads: int = 1):
         if loss_type not in ("rank", "reg"):
             raise ValueError(f"loss_type must be 'rank' or 'reg', got {loss_type!r}")
         self.loss_type = loss_type
@@ -65,9 +66,8 @@ class XGBoostCostModel:
             "objective": "rank:pairwise" if loss_type == "rank" else "reg:squarederror",
             "seed": 0 if seed is None else int(seed) % (2**31),
             "verbosity": 0,
+            "nthread": num_threads,
         }
-        if num_threads is not None:
-            self.params["nthread"] = num_threads
         self._booster: object | None = None
 
     def fit(self, xs: np.ndarray, ys: np.ndarray, groups: Sequence[int] | None = None) -> None:

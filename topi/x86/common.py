@@ -121,3 +121,40 @@ def generic_schedule(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
 
     traverse(s, outs, visit)
     return s
+
+
+def _path(reader: tl.Operation, target: tl.Operation) -> list[tl.Operation] | None:
+    """The ops from `reader` down to `target` along input tensors (both ends included)."""
+    if reader is target:
+        return [reader]
+    for t in reader.input_tensors:
+        rest = _path(t.op, target)
+        if rest is not None:
+            return [reader, *rest]
+    return None
+
+
+def compute_chain_at(
+    s: tl.Schedule, out: tl.Tensor, anchor: tl.Tensor, axis: IterVar
+) -> tuple[tl.Stage, IterVar]:
+    """Compute `anchor` and the elementwise stages between it and `out` inside loop `axis` of
+    `out`, each as a small block under the one that reads it.
+
+    This is the fusion of an epilogue (bias, relu, ...) into a GEMM-like stage. tensorlang's
+    compute_at needs the direct reader as parent, so the stages are chained rather than inlined:
+    each gets a single outer loop (a split into one part) under which its producer is placed.
+
+    Returns:
+        (stage, loop) under which the anchor's own producers can be computed: the anchor's
+        single outer loop, or (`out`, `axis`) when `anchor` is `out` itself.
+    """
+    chain = _path(out.op, anchor.op)
+    if chain is None:
+        raise ValueError(f"schedule: {out.name} does not read {anchor.name}")
+    parent, at = s[out], axis
+    for op in chain[1:]:
+        stage = s[op]
+        stage.compute_at(parent, at)
+        root, _ = stage.split(stage.op.axis[0], nparts=1)
+        parent, at = stage, root
+    return parent, at

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import autotune
+from autotune.space import ConfigEntity, FallbackConfig
 from autotune.task import query_config
 
 import tensorlang as tl
 
 
-def workload_of(op: tl.ComputeOp, what: str) -> tuple | None:
-    """The tuning-task arguments the compute recorded (None: symbolic shapes, not tunable)."""
-    return op.attrs.get("workload")
+def config_for(task_name: str, op: tl.ComputeOp) -> ConfigEntity | FallbackConfig:
+    """The config to schedule `op` with: the best record of its workload when one is active.
 
-
-def config_for(task_name: str, op: tl.ComputeOp) -> autotune.space.ConfigSpace:
-    """The config to schedule `op` with: tuned for its workload if a record is active."""
-    workload = workload_of(op, task_name)
+    Ops with symbolic shapes record no workload and always get the fallback config.
+    """
+    workload = op.attrs.get("workload")
     if workload is None:
-        return autotune.space.FallbackConfig()
+        return FallbackConfig()
     return query_config(task_name, workload)

@@ -1,0 +1,169 @@
+"""Core speed benchmarks: GEMM ladder, compile time, call overhead, threads, SIMD.
+
+    python benchmarks/bench_core.py [--size 1024]
+
+Every ratio is measured side by side in this process (tensorlang.benchmark.compare alternates
+the two sides and takes the median of pairwise ratios). Exits non-zero if any result is wrong.
+To compare with a current numpy, unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import numpy as np
+
+import tensorlang as tl
+from tensorlang.benchmark import compare
+from tensorlang.codegen import codegen
+from tensorlang.codegen.target import as_target
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_ladder():
+    path = ROOT / "tutorials" / "03_optimize_gemm.py"
+    spec = importlib.util.spec_from_file_location("optimize_gemm", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gemm_ladder(size: int) -> list[tuple[str, float, float]]:
+    ladder = load_ladder()
+    rng = np.random.default_rng(0)
+    a = rng.random((size, size), dtype=np.float32)
+    b = rng.random((size, size), dtype=np.float32)
+    expected = a @ b
+    rows = []
+    for name, step in ladder.STEPS:
+        s, args = step(size, size, size)
+        f = tl.build(s, args)
+        c = np.zeros((size, size), "float32")
+        f(a, b, c)
+        np.testing.assert_allclose(c, expected, rtol=1e-3)
+        slow = name in ("naive", "blocking", "vectorize")
+        result = compare(lambda: f(a, b, c), lambda: a @ b, repeat=1 if slow else 7)
+        rows.append((name, result.gflops(2.0 * size**3)[0], result.speedup))
+    return rows
+
+
+def compile_split(repeat: int = 7) -> dict[str, float]:
+    """Median milliseconds of lower / LLVM IR generation / LLVM optimise / machine code."""
+    ladder = load_ladder()
+    target = as_target("llvm")
+    samples: dict[str, list[float]] = {"lower": [], "codegen": [], "llvm opt": [], "machine code": []}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        s, args = ladder.parallel(1024, 1024, 1024)
+        func = tl.lower(s, args, name="gemm").main
+        t1 = time.perf_counter()
+        ll = codegen(func, target)
+        t2 = time.perf_counter()
+        mod = llvm.parse_assembly(ll)
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(target.target_machine(), pto)
+        pb.getModulePassManager().run(mod, pb)
+        t3 = time.perf_counter()
+        target.target_machine().emit_object(mod)
+        t4 = time.perf_counter()
+        for key, value in zip(samples, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            samples[key].append(value * 1e3)
+    result = {key: statistics.median(v) for key, v in samples.items()}
+    result["total"] = sum(result.values())
+    return result
+
+
+def call_overhead() -> tuple[float, float]:
+    """Median microseconds per call of a tiny 3-array kernel and of numpy's np.add(out=)."""
+    A = tl.placeholder((4,), "float32", name="A")
+    B = tl.placeholder((4,), "float32", name="B")
+    C = tl.compute((4,), lambda i: A[i] + B[i], name="C")
+    f = tl.build(tl.create_schedule(C.op), [A, B, C])
+    a, b, c = (np.ones(4, "float32") for _ in range(3))
+    f(a, b, c)
+    assert (c == 2).all(), "tiny kernel computed a wrong result"
+    result = compare(lambda: f(a, b, c), lambda: np.add(a, b, out=c), repeat=9, settle=0.0)
+    return result.ours * 1e6, result.reference * 1e6
+
+
+def elementwise_kernel(n: int, vectorize: bool, parallel: bool):
+    A = tl.placeholder((n,), "float32", name="A")
+    B = tl.compute((n,), lambda i: tl.sqrt(A[i] * A[i] + 1.0) * A[i] + 0.5, name="B")
+    s = tl.create_schedule(B.op)
+    outer, inner = s[B].split(B.op.axis[0], factor=16)
+    if vectorize:
+        s[B].vectorize(inner)
+    if parallel:
+        s[B].parallel(outer)
+    return tl.build(s, [A, B])
+
+
+def check_elementwise(f, a: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a)
+    f(a, out)
+    np.testing.assert_allclose(out, np.sqrt(a * a + 1) * a + 0.5, rtol=1e-5)
+    return out
+
+
+def thread_speedup(n: int = 1 << 22) -> float:
+    """Time with 1 thread / time with all threads, for a parallel vectorized elementwise kernel."""
+    f = elementwise_kernel(n, vectorize=True, parallel=True)
+    a = np.random.default_rng(0).random(n, dtype=np.float32)
+    out = check_elementwise(f, a)
+    threads = tl.get_num_threads()
+
+    def run_with(k: int):
+        def call() -> None:
+            tl.set_num_threads(k)
+            f(a, out)
+
+        return call
+
+    result = compare(run_with(threads), run_with(1), repeat=7)
+    tl.set_num_threads(threads)
+    return result.speedup
+
+
+def simd_speedup(n: int = 1 << 20) -> float:
+    """Scalar-loop time / vectorized time for the same elementwise kernel on one thread."""
+    scalar = elementwise_kernel(n, vectorize=False, parallel=False)
+    vector = elementwise_kernel(n, vectorize=True, parallel=False)
+    a = np.random.default_rng(0).random(n, dtype=np.float32)
+    out = check_elementwise(scalar, a)
+    check_elementwise(vector, a)
+    return compare(lambda: vector(a, out), lambda: scalar(a, out), repeat=7).speedup
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1024, help="GEMM size")
+    opts = parser.parse_args()
+    try:
+        print(f"threads: {tl.get_num_threads()}, target: {as_target('llvm')}")
+        print(f"\nGEMM ladder {opts.size}^3 float32 (ratio = numpy time / our time)")
+        print(f"{'step':<18}{'GFLOP/s':>10}{'vs numpy':>10}")
+        for name, gflops, ratio in gemm_ladder(opts.size):
+            print(f"{name:<18}{gflops:>10.1f}{ratio:>10.2f}")
+        split = compile_split()
+        print("\ncompile time of the hand-scheduled 1024^3 GEMM (median ms)")
+        for key, value in split.items():
+            print(f"  {key:<14}{value:>8.1f}")
+        ours, ref = call_overhead()
+        print(f"\ncall overhead, 3 arrays of 4 floats: {ours:.2f} us (numpy np.add(out=): {ref:.2f} us)")
+        print(f"parallel elementwise, {tl.get_num_threads()} threads vs 1: {thread_speedup():.2f}x")
+        print(f"vectorized vs scalar elementwise (1 thread): {simd_speedup():.2f}x")
+    except AssertionError as exc:
+        print(f"WRONG RESULT: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

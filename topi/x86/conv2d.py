@@ -1,0 +1,129 @@
+"""x86 schedule and tuning template of conv2d_nchw: the NCHW[x]c recipe.
+
+The compute (topi.nn.conv2d_nchw) already reads a kernel packed by blocks of 16 output channels
+and produces a (N, K/16, OH, OW, 16) blocked result. The schedule:
+- materialises the padded input once (no bounds checks in the hot loop) and the packed kernel;
+- per (batch, block of output channels, output row, block of `tile_ow` output columns) keeps a
+  register block of tile_ow x tile_oc vectors of 16 channels, accumulated over input channels
+  split by `tile_ic`, kernel rows, and kernel columns (unrolled when `unroll_kw`): each step is
+  one kernel vector load, one broadcast of an input pixel and tile_ow * tile_oc FMAs;
+- writes the block out through the fused elementwise tail (bias, relu, ...) of the output stage.
+Knobs: tile_ic, tile_oc, tile_ow, unroll_kw (shared/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import autotune
+import tensorlang as tl
+
+from ..nn.conv2d import conv2d_nchw
+from ..nn.utils import PACK_WIDTH
+from .common import (
+    VECTOR_WIDTH,
+    as_tensor_list,
+    compute_chain_at,
+    fuse_parallel,
+    schedule_injective_stage,
+    static_extent,
+    traverse,
+)
+from .config import config_for
+
+TASK = "conv2d_nchw.x86"
+
+#: Accumulator vectors a register block may use: 32 zmm registers minus the kernel vector, the
+#: broadcast input and slack for addresses.
+MAX_BLOCK_VECTORS = 28
+
+
+def _define_space(cfg, in_channels: int, blocks: int, out_w: int) -> None:
+    cfg.define_split("tile_ic", in_channels, num_outputs=2)
+    cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= blocks])
+    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose", max_factor=32)
+    cfg.define_knob("unroll_kw", [True, False])
+    if cfg.is_fallback:
+        cfg.fallback_split("tile_ic", [-1, _largest_divisor(in_channels, VECTOR_WIDTH)])
+        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w)])
+    elif cfg["tile_ow"].size[-1] * cfg["tile_oc"].val > MAX_BLOCK_VECTORS:
+        cfg.raise_error("register block larger than the register file")
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _fallback_ow(out_w: int) -> int:
+    """A register block of up to 16 columns; an exact divisor when there is a good one."""
+    exact = _largest_divisor(out_w, 16)
+    return exact if exact >= 7 or exact == out_w else min(out_w, 16)
+
+
+def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tensor) -> None:
+    """Apply the blocked schedule to the conv2d_nchw stage `conv`, whose elementwise tail ends in
+    the output `out` (possibly `conv` itself); `cfg` holds the knob values."""
+    blocked = conv.op.input_tensors[0]
+    padded, kernel_vec = blocked.op.input_tensors
+    _, blocks, _, out_w, _ = (static_extent(a) for a in blocked.op.axis)
+    in_channels = static_extent(blocked.op.reduce_axis[0])
+    _define_space(cfg, in_channels, blocks, out_w)
+    oc_vectors = cfg["tile_oc"].val
+    ow_block = cfg["tile_ow"].size[-1]
+
+    if isinstance(padded.op, tl.ComputeOp):
+        # Materialised once: the hot loop then reads without bounds checks.
+        schedule_injective_stage(s, padded)
+    pk = s[kernel_vec]
+    ko, _, _, _, ki = pk.op.axis
+    pk.vectorize(ki)
+    pk.parallel(ko)
+
+    o = s[out]
+    n, k, y, x = o.op.axis
+    k_outer, k_inner = o.split(k, factor=PACK_WIDTH * oc_vectors)
+    x_outer, x_inner = o.split(x, factor=ow_block)
+    o.reorder(n, k_outer, y, x_outer, k_inner, x_inner)
+    # The output row stays out of the fused parallel loop: region inference of the blocked
+    # stage needs the channel block as a loop of its own.
+    fuse_parallel(s, out, [n, k_outer])
+
+    b = s[blocked]
+    parent, at = compute_chain_at(s, out, conv, x_outer)
+    b.compute_at(parent, at)
+    bn, bk, by, bx, bc = b.op.axis
+    rc, ry, rx = b.op.reduce_axis
+    rc_outer, rc_inner = cfg["tile_ic"].apply(s, blocked, rc)
+    b.reorder(bn, by, rc_outer, ry, rc_inner, rx, bk, bx, bc)
+    b.vectorize(bc)
+    b.unroll(bx)
+    b.unroll(bk)
+    if cfg["unroll_kw"].val:
+        b.unroll(rx)
+
+
+def schedule_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule conv2d_nchw and its fused elementwise tail (tuned config when one is active)."""
+    outs = as_tensor_list(outs)
+    s = tl.create_schedule([t.op for t in outs])
+
+    convs: list[tl.ComputeOp] = []
+    traverse(s, outs, lambda op: convs.append(op) if op.tag == "conv2d_nchw" else None)
+    for op in convs:
+        schedule_conv2d_nchw_with(config_for(TASK, op), s, op.output(0), outs[0])
+    return s
+
+
+@autotune.template(TASK)
+def conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, padding, dilation, dtype):
+    """Tunable conv2d_nchw: args ((N, C, H, W), (K, C, R, S), stride, padding, dilation, dtype)."""
+    data = tl.placeholder(data_shape, dtype, name="data")
+    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
+    out = conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
+    s = tl.create_schedule(out.op)
+    traverse(s, [out], lambda op: None)
+    schedule_conv2d_nchw_with(cfg, s, out, out)
+    n, k, oh, ow = (static_extent(a) for a in out.op.axis)
+    c, r, kw = kernel_shape[1], kernel_shape[2], kernel_shape[3]
+    cfg.add_flop(2 * n * k * oh * ow * c * r * kw)
+    return s, [data, kernel, out]
