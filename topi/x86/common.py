@@ -123,38 +123,42 @@ def generic_schedule(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     return s
 
 
-def _path(reader: tl.Operation, target: tl.Operation) -> list[tl.Operation] | None:
-    """The ops from `reader` down to `target` along input tensors (both ends included)."""
+def _path(s: tl.Schedule, reader: tl.Stage, target: tl.Stage) -> list[tl.Stage] | None:
+    """The stages from `reader` down to `target` along what they read (both ends included).
+
+    Walks the stages' current ops, which cache_write and cache_read may have replaced."""
     if reader is target:
         return [reader]
-    for t in reader.input_tensors:
-        rest = _path(t.op, target)
+    for t in reader.op.input_tensors:
+        if isinstance(t.op, tl.PlaceholderOp):
+            continue
+        rest = _path(s, s[t], target)
         if rest is not None:
             return [reader, *rest]
     return None
 
 
-def compute_chain_at(
-    s: tl.Schedule, out: tl.Tensor, anchor: tl.Tensor, axis: IterVar
-) -> tuple[tl.Stage, IterVar]:
+def compute_chain_at(s: tl.Schedule, out: tl.Tensor, anchor: tl.Tensor, axis: IterVar) -> None:
     """Compute `anchor` and the elementwise stages between it and `out` inside loop `axis` of
     `out`, each as a small block under the one that reads it.
 
     This is the fusion of an epilogue (bias, relu, ...) into a GEMM-like stage. tensorlang's
     compute_at needs the direct reader as parent, so the stages are chained rather than inlined:
-    each gets a single outer loop (a split into one part) under which its producer is placed.
-
-    Returns:
-        (stage, loop) under which the anchor's own producers can be computed: the anchor's
-        single outer loop, or (`out`, `axis`) when `anchor` is `out` itself.
+    each intermediate gets a single outer loop (a split into one part) under which its producer
+    is placed. Nothing happens when `anchor` is `out`.
     """
-    chain = _path(out.op, anchor.op)
+    chain = _path(s, s[out], s[anchor])
     if chain is None:
         raise ValueError(f"schedule: {out.name} does not read {anchor.name}")
     parent, at = s[out], axis
-    for op in chain[1:]:
-        stage = s[op]
+    for stage in chain[1:]:
         stage.compute_at(parent, at)
-        root, _ = stage.split(stage.op.axis[0], nparts=1)
-        parent, at = stage, root
-    return parent, at
+        if stage is not chain[-1]:
+            parent, at = stage, whole_block_loop(stage)
+
+
+def whole_block_loop(stage: tl.Stage) -> IterVar:
+    """A new outermost loop of one iteration around the stage's loops, to attach producers that
+    should be computed for the stage's whole block."""
+    root, _ = stage.split(stage.leaf_iter_vars[0], nparts=1)
+    return root

@@ -28,6 +28,7 @@ from .common import (
     schedule_injective_stage,
     static_extent,
     traverse,
+    whole_block_loop,
 )
 from .config import config_for
 
@@ -89,8 +90,11 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     fuse_parallel(s, out, [n, k_outer])
 
     b = s[blocked]
-    parent, at = compute_chain_at(s, out, conv, x_outer)
-    b.compute_at(parent, at)
+    if conv.op is out.op:
+        b.compute_at(o, x_outer)
+    else:
+        compute_chain_at(s, out, conv, x_outer)
+        b.compute_at(s[conv], whole_block_loop(s[conv]))
     bn, bk, by, bx, bc = b.op.axis
     rc, ry, rx = b.op.reduce_axis
     rc_outer, rc_inner = cfg["tile_ic"].apply(s, blocked, rc)

@@ -1,0 +1,158 @@
+"""x86 schedules and tuning templates of the matrix products: dense, matmul, batch_matmul.
+
+The GEMM recipe of shared/DESIGN.md: the right operand is already packed in 16-wide panels by
+the compute; the output is tiled into register blocks of `tile_y` rows x `tile_x` columns
+(multiples of 16) accumulated in a local buffer (cache_write, or the fused epilogue's block),
+over K unrolled by `tile_k`; the (batch, column block, row block) loops are fused and run in
+parallel, and the panel packing runs in parallel over panels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import autotune
+import tensorlang as tl
+
+from ..nn.dense import batch_matmul, dense, matmul
+from ..nn.utils import PACK_WIDTH
+from .common import (
+    as_tensor_list,
+    compute_chain_at,
+    static_extent,
+    traverse,
+)
+from .config import config_for
+
+GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
+
+#: Candidate register-block widths, in columns (one to four vectors).
+TILE_X = (16, 32, 48, 64)
+MAX_BLOCK_VECTORS = 28
+
+
+def _define_space(cfg, m: int | None, n: int | None, k: int | None) -> None:
+    rows = [r for r in range(1, 9) if m is None or r <= m] or [1]
+    cfg.define_split("tile_y", m or 64, num_outputs=2, policy="candidate",
+                     candidate=[[-1, r] for r in rows])
+    cols = [c for c in TILE_X if n is None or c - PACK_WIDTH < n] or [PACK_WIDTH]
+    cfg.define_split("tile_x", n or 64, num_outputs=2, policy="candidate",
+                     candidate=[[-1, c] for c in cols])
+    cfg.define_split("tile_k", k or 64, num_outputs=2, policy="power2", max_factor=8)
+    if cfg.is_fallback:
+        cfg.fallback_split("tile_y", [-1, min(6, max(rows))])
+        cfg.fallback_split("tile_x", [-1, min(32, max(cols))])
+        cfg.fallback_split("tile_k", [-1, min(4, _floor_pow2(k or 4))])
+    elif cfg["tile_y"].size[-1] * cfg["tile_x"].size[-1] // PACK_WIDTH > MAX_BLOCK_VECTORS:
+        cfg.raise_error("register block larger than the register file")
+
+
+def _floor_pow2(v: int) -> int:
+    return 1 << (max(v, 1).bit_length() - 1)
+
+
+def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> None:
+    """Apply the register-blocked schedule to the product stage `gemm` (tag dense / matmul /
+    batch_matmul), whose elementwise tail (bias, relu, ...) ends in `out`."""
+    packed = next(t for t in gemm.op.input_tensors
+                  if getattr(t.op, "tag", "") == "injective,panel_pack")
+    axes = gemm.op.axis
+    m, n = static_extent(axes[-2]), static_extent(axes[-1])
+    k = static_extent(gemm.op.reduce_axis[0])
+    _define_space(cfg, m, n, k)
+
+    p = s[packed]
+    if None in (m, n, k):
+        # tensorlang cannot yet bound an intermediate buffer whose extent is a symbolic
+        # ceil-division, so with dynamic shapes the panels are read through the original layout.
+        p.compute_inline()
+    else:
+        *p_batch, p_block, _, p_lanes = p.op.axis
+        p.vectorize(p_lanes)
+        p.parallel(p.fuse(*p_batch, p_block) if p_batch else p_block)
+
+    if gemm.op is out.op:
+        out, gemm = gemm, s.cache_write(gemm, "local")
+    o = s[out]
+    *batch, i, j = o.op.axis
+    i_outer, i_inner = cfg["tile_y"].apply(s, out, i)
+    j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
+    o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
+    fused = o.fuse(*batch, j_outer, i_outer)
+    o.parallel(fused)
+    j_vec_outer, j_lanes = o.split(j_inner, factor=PACK_WIDTH)
+    o.vectorize(j_lanes)
+
+    compute_chain_at(s, out, gemm, fused)
+    g = s[gemm]
+    *g_batch, gi, gj = g.op.axis
+    (gk,) = g.op.reduce_axis
+    k_outer, k_inner = cfg["tile_k"].apply(s, gemm, gk)
+    gj_outer, gj_lanes = g.split(gj, factor=PACK_WIDTH)
+    g.reorder(*g_batch, k_outer, k_inner, gi, gj_outer, gj_lanes)
+    g.vectorize(gj_lanes)
+    g.unroll(gj_outer)
+    g.unroll(gi)
+    g.unroll(k_inner)
+
+
+def _schedule(outs: tl.Tensor | Sequence[tl.Tensor], tags: Sequence[str]) -> tl.Schedule:
+    outs = as_tensor_list(outs)
+    s = tl.create_schedule([t.op for t in outs])
+    gemms: list[tl.ComputeOp] = []
+    traverse(s, outs, lambda op: gemms.append(op) if op.tag in tags else None)
+    for op in gemms:
+        schedule_gemm_with(config_for(GEMM_TAGS[op.tag], op), s, op.output(0), outs[0])
+    return s
+
+
+def schedule_dense(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule dense with its bias and elementwise tail (tuned config when one is active)."""
+    return _schedule(outs, ["dense"])
+
+
+def schedule_matmul(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule matmul (2-D or batched) with its bias and elementwise tail."""
+    return _schedule(outs, ["matmul", "batch_matmul"])
+
+
+def schedule_batch_matmul(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule batch_matmul with its elementwise tail."""
+    return _schedule(outs, ["batch_matmul"])
+
+
+def _template_result(cfg, out: tl.Tensor, inputs: list[tl.Tensor], flop: int) -> tuple:
+    s = tl.create_schedule(out.op)
+    traverse(s, [out], lambda op: None)
+    schedule_gemm_with(cfg, s, out, out)
+    cfg.add_flop(flop)
+    return s, [*inputs, out]
+
+
+@autotune.template("matmul.x86")
+def matmul_template(cfg, a_shape, b_shape, dtype):
+    """Tunable 2-D matmul: args ((M, K), (K, N), dtype)."""
+    a = tl.placeholder(a_shape, dtype, name="a")
+    b = tl.placeholder(b_shape, dtype, name="b")
+    out = matmul(a, b, out_dtype=dtype)
+    return _template_result(cfg, out, [a, b], 2 * a_shape[0] * a_shape[1] * b_shape[1])
+
+
+@autotune.template("dense.x86")
+def dense_template(cfg, data_shape, weight_shape, dtype):
+    """Tunable dense: args ((M, K), (N, K), dtype)."""
+    data = tl.placeholder(data_shape, dtype, name="data")
+    weight = tl.placeholder(weight_shape, dtype, name="weight")
+    out = dense(data, weight, out_dtype=dtype)
+    return _template_result(cfg, out, [data, weight],
+                            2 * data_shape[0] * data_shape[1] * weight_shape[0])
+
+
+@autotune.template("batch_matmul.x86")
+def batch_matmul_template(cfg, x_shape, y_shape, dtype):
+    """Tunable batch_matmul: args ((B, M, K), (B, N, K), dtype)."""
+    x = tl.placeholder(x_shape, dtype, name="x")
+    y = tl.placeholder(y_shape, dtype, name="y")
+    out = batch_matmul(x, y, out_dtype=dtype)
+    b = max(x_shape[0], y_shape[0])
+    return _template_result(cfg, out, [x, y], 2 * b * x_shape[1] * x_shape[2] * y_shape[1])
