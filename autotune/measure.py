@@ -170,6 +170,7 @@ class RunSettings:
     run_timeout: float
     flush_cache: bool
     check_correctness: bool
+    max_seconds: float
 
 
 def _flush_cpu_cache(scratch: np.ndarray) -> None:
@@ -205,8 +206,10 @@ def run_job(payload: tuple[TaskRef, int, RunSettings], stage: Callable[..., None
     for hook in hooks:
         hook()
     try:
+        start = time.perf_counter()
+        module(*arrays)  # warms caches and the thread pool, and gives a first estimate
+        first = time.perf_counter() - start
         if settings.check_correctness:
-            module(*arrays)
             got = [a for a, t in zip(arrays, args) if _is_output(t)]
             for k, (g, want) in enumerate(zip(got, ref_outputs)):
                 if not np.allclose(g, want, rtol=1e-3, atol=1e-3 * max(1.0, float(
@@ -214,6 +217,8 @@ def run_job(payload: tuple[TaskRef, int, RunSettings], stage: Callable[..., None
                     raise StageFailure(MeasureErrorNo.WRONG_ANSWER,
                                        f"output {k} differs from the reference schedule's "
                                        f"(max abs error {float(np.abs(g - want).max()):.3g})")
+        if first * settings.number * settings.repeat > settings.max_seconds:
+            return [first]  # a slow config: one call tells enough, repeats would waste time
         timer = module.time_evaluator(settings.number, 1 if settings.flush_cache else
                                       settings.repeat, settings.min_repeat_ms)
         if not settings.flush_cache:
@@ -295,11 +300,15 @@ class LocalRunner:
         enable_cpu_cache_flush: evict the caches before each repeat (cold-cache timings).
         check_correctness: compare each config's output with the default schedule's on the same
             random inputs; mismatches are WRONG_ANSWER.
+        max_measure_seconds: when `number * repeat` calls would take longer than this (judged
+            from a first call), the first call's time is the only cost recorded: slow configs
+            are losers anyway, and timing them fully would dominate the tuning time.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  timeout: float = 10, cooldown_interval: float = 0.0,
-                 enable_cpu_cache_flush: bool = False, check_correctness: bool = False):
+                 enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
+                 max_measure_seconds: float = 1.0):
         if number < 1 or repeat < 1:
             raise ValueError(f"LocalRunner needs number >= 1 and repeat >= 1, got {number}, "
                              f"{repeat}")
@@ -312,6 +321,7 @@ class LocalRunner:
         self.cooldown_interval = cooldown_interval
         self.enable_cpu_cache_flush = enable_cpu_cache_flush
         self.check_correctness = check_correctness
+        self.max_measure_seconds = max_measure_seconds
         self._pool: WorkerPool | None = None
 
     def run(self, inputs: Sequence[MeasureInput], build_timeout: float = 10.0
@@ -320,7 +330,8 @@ class LocalRunner:
         if self._pool is None:
             self._pool = WorkerPool(1)
         settings = RunSettings(self.number, self.repeat, self.min_repeat_ms, build_timeout,
-                               self.timeout, self.enable_cpu_cache_flush, self.check_correctness)
+                               self.timeout, self.enable_cpu_cache_flush, self.check_correctness,
+                               self.max_measure_seconds)
         results = []
         for k, inp in enumerate(inputs):
             if k and self.cooldown_interval > 0:

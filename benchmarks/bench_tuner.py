@@ -167,7 +167,7 @@ def efficiency(trials: int, seeds: Sequence[int]) -> None:
         for tn in TUNERS:
             runs = [curves[(tn, seed)] for seed in seeds]
 
-            def reach(frac: float, runs: list[list[float]] = runs) -> str:
+            def reach(frac: float, runs: list[list[float]] = runs, top: float = top) -> str:
                 hits = [next((i + 1 for i, v in enumerate(c) if v >= frac * top), None)
                         for c in runs]
                 return "/".join("-" if h is None else str(h) for h in hits)

@@ -2,8 +2,10 @@
 
 `codegen(func, target)` writes one exported C-ABI function per PrimFunc,
 `void name(T0* p0, T1* p1, ..., int64_t shape_var0, ...)`, plus `name_packed(int64_t* args)` (the
-same call with every argument in one array; the runtime calls through it). Parallel loops are
-outlined into task functions run by the runtime's thread pool (`tl_parallel_for`).
+same call with every argument in one array; the runtime times through it). A kernel with bound
+checks on data-dependent indices returns an `int32_t` status instead of `void` (codegen/bounds.py);
+its packed form drops the status. Parallel loops are outlined into task functions run by the
+runtime's thread pool (`tl_parallel_for`).
 
 Integers used as addresses are computed in i64 with `nsw` ("index mode"), so that LLVM can
 strength-reduce addresses; variables of int type are kept in i64 and truncated where data needs
@@ -48,7 +50,9 @@ from ..ir import (
     Seq,
     Stmt,
 )
+from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
 from ..visitor import post_order_visit
+from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
     FunctionWriter,
@@ -107,6 +111,12 @@ def _is_unit_ramp(e: Expr) -> bool:
     return isinstance(e, Ramp) and _const_int(e.stride) == 1
 
 
+def _split_check(index: Expr) -> tuple[Expr, CheckedIndex | None]:
+    """An access's index without its bound check, and the check (None when unchecked)."""
+    check = unpack_checked_index(index)
+    return (index, None) if check is None else (check.index, check)
+
+
 class CodeGen:
     """Writes the LLVM module for one PrimFunc; see `codegen`."""
 
@@ -120,6 +130,7 @@ class CodeGen:
         self.globals_by_name: dict[str, Val] = {}
         self.mask: Val | None = None
         self.in_parallel = False
+        self.status: Val | None = None
         self.fw = FunctionWriter("")
         self._has_load: dict[int, bool] = {}
         self._expr_methods: dict[type, Callable[[Expr], Val]] = {
@@ -151,11 +162,18 @@ class CodeGen:
             self.env[var] = Val("i64", f"%arg{base + i}")
             params.append(f"i64 %arg{base + i}")
         name = self.symbol
-        self.fw = FunctionWriter(f'define void @"{name}"({", ".join(params)}) #0')
+        ret = "i32" if checks_of(func) else "void"
+        self.fw = FunctionWriter(f'define {ret} @"{name}"({", ".join(params)}) #0')
+        if checks_of(func):
+            self.status = open_status(self)
         self.stmt(func.body)
-        self.fw.emit("ret void")
+        if self.status is None:
+            self.fw.emit("ret void")
+        else:
+            code = self.fw.op("i32", f"load i32, ptr {self.status.ref}, align 4")
+            self.fw.emit(f"ret {code}")
         self.functions.append(self.fw.text())
-        self.functions.append(self._packed_wrapper(name, len(params)))
+        self.functions.append(self._packed_wrapper(name, len(params), ret))
         tm = self.target.target_machine()
         head = [
             f'; tensorlang kernel "{name}"',
@@ -166,14 +184,14 @@ class CodeGen:
         inline = f"attributes #1 = {{ nounwind alwaysinline {self.target.function_attributes()} }}"
         return "\n".join([*head, "", *self.decls.values(), "", *self.functions, attrs, inline, ""])
 
-    def _packed_wrapper(self, name: str, count: int) -> str:
+    def _packed_wrapper(self, name: str, count: int, ret: str) -> str:
         fw = FunctionWriter(f'define void @"{name}_packed"(ptr %args) #0')
         args: list[str] = []
         for i in range(count):
             ty = "ptr" if i < len(self.func.params) else "i64"
             slot = fw.op("ptr", f"getelementptr i64, ptr %args, i64 {i}")
             args.append(str(fw.op(ty, f"load {ty}, ptr {slot.ref}, align 8")))
-        fw.emit(f'call void @"{name}"({", ".join(args)})')
+        fw.emit(f'call {ret} @"{name}"({", ".join(args)})')
         fw.emit("ret void")
         return fw.text()
 
@@ -194,7 +212,7 @@ class CodeGen:
         one = self.fw.op(ty, f"insertelement {ty} poison, {v}, i64 0")
         return self.fw.op(ty, f"shufflevector {one}, {ty} poison, <{lanes} x i32> zeroinitializer")
 
-    def _match(self, a: Val, b: Val) -> tuple[Val, Val]:
+    def match(self, a: Val, b: Val) -> tuple[Val, Val]:
         """Splat a scalar operand next to a vector one."""
         la, lb = lanes_of(a.ty), lanes_of(b.ty)
         if la == lb:
@@ -262,7 +280,7 @@ class CodeGen:
         return const(llvm_type(e.dtype), e.value)
 
     def _binary(self, e: Binary) -> Val:
-        a, b = self._match(self.expr(e.a), self.expr(e.b))
+        a, b = self.match(self.expr(e.a), self.expr(e.b))
         return self.binary_op(e.op, a, b, e.dtype)
 
     def binary_op(self, op: BinaryOp, a: Val, b: Val, t: DType, nsw: bool = False) -> Val:
@@ -296,7 +314,7 @@ class CodeGen:
         )
 
     def _compare(self, e: Compare) -> Val:
-        a, b = self._match(self.expr(e.a), self.expr(e.b))
+        a, b = self.match(self.expr(e.a), self.expr(e.b))
         t = e.a.dtype
         ty = vector_of("i1", lanes_of(a.ty))
         if t.is_float:
@@ -317,7 +335,7 @@ class CodeGen:
         lazy = self._has_memory_read(e.true_value) or self._has_memory_read(e.false_value)
         cond = self.expr(e.cond)
         if not lazy:
-            a, b = self._match(self.expr(e.true_value), self.expr(e.false_value))
+            a, b = self.match(self.expr(e.true_value), self.expr(e.false_value))
             cond = self.splat(cond, lanes_of(a.ty)) if lanes_of(a.ty) > 1 else cond
             return self.fw.op(a.ty, f"select {cond}, {a}, {b}")
         if lanes_of(cond.ty) == 1:
@@ -330,7 +348,7 @@ class CodeGen:
         self.mask = self._and_mask(outer, inverse)
         b = self.expr(e.false_value)
         self.mask = outer
-        a, b = self._match(a, b)
+        a, b = self.match(a, b)
         return self.fw.op(a.ty, f"select {cond}, {a}, {b}")
 
     def _and_mask(self, outer: Val | None, cond: Val) -> Val:
@@ -383,6 +401,8 @@ class CodeGen:
         return self._resize_int(v, scalar_type(dst), src.is_int)
 
     def _call(self, e: Call) -> Val:
+        if isinstance(e.func, SafetyIntrinsic):
+            raise NotImplementedError(f"{e.func.value} is only valid as an access's index ({e})")
         args = [self.expr(a) for a in e.args]
         lanes = max(lanes_of(a.ty) for a in args)
         return emit_math(self, e.func, [self.splat(a, lanes) for a in args])
@@ -427,15 +447,22 @@ class CodeGen:
         align = e.dtype.itemsize
         lanes = e.dtype.lanes
         mask = self._load_mask(e.mask, lanes)
-        if lanes == 1 or isinstance(e.index, Broadcast) or e.index.dtype.lanes == 1:
+        index, check = _split_check(e.index)
+        if lanes == 1 or isinstance(index, Broadcast) or index.dtype.lanes == 1:
             # A lane-invariant address: one scalar load, splat to the lanes.
-            index_expr = e.index.value if isinstance(e.index, Broadcast) else e.index
-            value = self._scalar_load(ptr, elem, align, index_expr, mask)
+            offset = self.index(index.value if isinstance(index, Broadcast) else index)
+            if check is not None:
+                mask = emit_bound_check(self, offset, check, mask)
+            value = self._scalar_load(ptr, elem, align, offset, mask)
             value = self._from_memory(value, e.dtype.element)
             return self.splat(value, lanes)
         vty = f"<{lanes} x {elem}>"
-        if _is_unit_ramp(e.index):
-            addr = self._address(ptr, elem, self.index(e.index.base))
+        if _is_unit_ramp(index):
+            base = self.index(index.base)
+            if check is not None:
+                offsets = self._ramp_from(base, const("i64", 1), lanes, nsw=True)
+                mask = emit_bound_check(self, offsets, check, mask)
+            addr = self._address(ptr, elem, base)
             if mask is None:
                 value = self.fw.op(vty, f"load {vty}, ptr {addr.ref}, align {align}")
             else:
@@ -446,7 +473,10 @@ class CodeGen:
                     [Val(f"ptr align {align}", addr.ref), mask, const(vty, 0)],
                 )
         else:
-            addrs = self._address(ptr, elem, self.index(e.index))
+            offsets = self.index(index)
+            if check is not None:
+                mask = emit_bound_check(self, offsets, check, mask)
+            addrs = self._address(ptr, elem, offsets)
             if mask is None:
                 mask = const(vector_of("i1", lanes), 1)
             value = self.intrinsic(
@@ -466,9 +496,9 @@ class CodeGen:
             mask = ctx if mask is None else self.fw.op(ctx.ty, f"and {ctx}, {mask.ref}")
         return mask
 
-    def _scalar_load(self, ptr: Val, elem: str, align: int, index: Expr, mask: Val | None) -> Val:
+    def _scalar_load(self, ptr: Val, elem: str, align: int, offset: Val, mask: Val | None) -> Val:
         """A scalar load; under a vector mask it happens only when some lane needs it."""
-        addr = self._address(ptr, elem, self.index(index))
+        addr = self._address(ptr, elem, offset)
         if mask is None:
             return self.fw.op(elem, f"load {elem}, ptr {addr.ref}, align {align}")
         fw = self.fw
@@ -507,17 +537,32 @@ class CodeGen:
         align = t.itemsize
         value = self._to_memory(self.expr(s.value), t)
         lanes = lanes_of(value.ty)
-        index_lanes = s.index.dtype.lanes
+        index, check = _split_check(s.index)
+        index_lanes = index.dtype.lanes
         if lanes < index_lanes:
             value = self.splat(value, index_lanes)
             lanes = index_lanes
         mask = self.expr(s.mask) if s.mask is not None else None
         if lanes == 1:
-            addr = self._address(ptr, elem, self.index(s.index))
-            self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+            offset = self.index(index)
+            addr = self._address(ptr, elem, offset)
+            if check is None:
+                self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+                return
+            fw = self.fw
+            store_l, end_l = fw.label("st"), fw.label("st_end")
+            fw.cond_br(emit_bound_check(self, offset, check, mask), store_l, end_l)
+            fw.start_block(store_l)
+            fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+            fw.br(end_l)
+            fw.start_block(end_l)
             return
-        if _is_unit_ramp(s.index):
-            addr = self._address(ptr, elem, self.index(s.index.base))
+        if _is_unit_ramp(index):
+            base = self.index(index.base)
+            if check is not None:
+                offsets = self._ramp_from(base, const("i64", 1), lanes, nsw=True)
+                mask = emit_bound_check(self, offsets, check, mask)
+            addr = self._address(ptr, elem, base)
             if mask is None:
                 self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
             else:
@@ -525,7 +570,10 @@ class CodeGen:
                 self.declare(name, f"declare void @{name}({value.ty}, ptr, {mask.ty})")
                 self.fw.emit(f"call void @{name}({value}, ptr align {align} {addr.ref}, {mask})")
             return
-        addrs = self._address(ptr, elem, self.index(s.index))
+        offsets = self.index(index)
+        if check is not None:
+            mask = emit_bound_check(self, offsets, check, mask)
+        addrs = self._address(ptr, elem, offsets)
         if mask is None:
             mask = const(vector_of("i1", lanes), 1)
         name = intrinsic_name("llvm.masked.scatter", [value.ty, addrs.ty])
@@ -552,7 +600,7 @@ class CodeGen:
                 and e.op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD, BinaryOp.MIN, BinaryOp.MAX)
             )
         ):
-            a, b = self._match(self.index(e.a), self.index(e.b))
+            a, b = self.match(self.index(e.a), self.index(e.b))
             return self.binary_op(e.op, a, b, e.dtype, nsw=True)
         if isinstance(e, Ramp):
             return self._ramp_from(self.index(e.base), self.index(e.stride), e.lanes, nsw=True)
@@ -662,6 +710,8 @@ class CodeGen:
     def _parallel_for(self, s: For) -> None:
         """Outline the loop into a task function and run it on the thread pool."""
         captured = self._captured(s)
+        if self.status is not None:
+            captured.append((STATUS_VAR, self.status))
         fw = self.fw
         struct = "{" + ", ".join(v.ty for _, v in captured) + "}" if captured else "{i8}"
         closure = fw.alloca(f"{struct}, align 8")
@@ -709,15 +759,17 @@ class CodeGen:
         wrapper.emit(f"call void @{impl}({', '.join(args)})")
         wrapper.emit("ret void")
 
+        # The status slot is shared by all tasks, so it is the one pointer that is not noalias.
         params = [
-            f"{'ptr noalias' if val.ty == 'ptr' else val.ty} %cap{k}"
-            for k, (_, val) in enumerate(captured)
+            f"{'ptr noalias' if val.ty == 'ptr' and var is not STATUS_VAR else val.ty} %cap{k}"
+            for k, (var, val) in enumerate(captured)
         ]
-        saved = (self.fw, self.env, self.in_parallel)
+        saved = (self.fw, self.env, self.in_parallel, self.status)
         self.fw = FunctionWriter(
             f"define internal void @{impl}({', '.join(params + ['i32 %task', 'i32 %ntasks'])}) #1"
         )
         self.env = {var: Val(val.ty, f"%cap{k}") for k, (var, val) in enumerate(captured)}
+        self.status = self.env.pop(STATUS_VAR, None)
         self.in_parallel = True
         fw = self.fw
         lo = self.index(s.min)
@@ -735,7 +787,7 @@ class CodeGen:
         self._loop(s.var, first, last, s.body)
         fw.emit("ret void")
         self.functions.append(fw.text())
-        self.fw, self.env, self.in_parallel = saved
+        self.fw, self.env, self.in_parallel, self.status = saved
         self.functions.append(wrapper.text())
         return name
 
@@ -752,6 +804,7 @@ def codegen(func: PrimFunc, target: Target | str | None = None, symbol: str | No
 
     Returns:
         The text of an LLVM module exporting `void <symbol>(T* param..., int64_t shape_var...)`
-        and `void <symbol>_packed(int64_t* args)`.
+        (returning an `int32_t` status instead when `func` has bound checks, see
+        codegen/bounds.py) and `void <symbol>_packed(int64_t* args)`.
     """
     return CodeGen(func, as_target(target), symbol or func.name).module_text()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from ..ir import IRModule, PrimFunc
 from ..schedule import Schedule
 from ..tensor import Tensor
+from .bound_check import check_data_dependent_indices
 from .flatten import flatten_buffers
 from .loop_nest import build_loop_nest
 from .partition import partition_loops
@@ -29,6 +30,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("partition_loops", partition_loops),  # move non-dividing-split guards out of the main loops
     ("simplify", simplify_func),  # drop the guards the partition proved true
     ("flatten_buffers", flatten_buffers),  # one flat row-major index per access
+    ("check_indices", check_data_dependent_indices),  # indices read from data cannot escape
     ("simplify", simplify_func),  # fold the flattened indices
     ("unroll_loops", unroll_loops),  # copy out loops marked unroll
     ("vectorize_loops", vectorize_loops),  # loops marked vectorize become vector operations

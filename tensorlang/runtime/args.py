@@ -1,8 +1,9 @@
 """Argument checking: every array is validated before native code touches it.
 
 A kernel's `Signature` (parameter names, dtypes, shapes with symbolic dimensions, which
-parameters are written) comes from its PrimFunc, or from the JSON sidecar of an exported
-library, so both kinds of Module check arguments the same way. Checks are precomputed per
+parameters are written, the bound checks whose failure its status reports) comes from its
+PrimFunc, or from the JSON sidecar of an exported library, so both kinds of Module check
+arguments the same way. Checks are precomputed per
 parameter, so that a call with three small arrays costs a few microseconds.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..expr import Binary, BinaryOp, Cast, Const, Expr, Var
 from ..ir import BufferStore, PrimFunc
+from ..lower.bound_check import CheckSite, checks_of
 from ..visitor import post_order_visit
 
 ShapeEntry = Union[int, str, tuple]
@@ -121,11 +123,16 @@ def _from_list(entry: Any) -> ShapeEntry:
 
 @dataclass(frozen=True)
 class Signature:
-    """The parameters of a kernel, in call order, and its shape variables."""
+    """The parameters of a kernel, in call order, and its shape variables.
+
+    `checks` lists the bound-checked accesses of a kernel that returns a status: status k > 0
+    means that the index of `checks[k - 1]` fell outside its buffer.
+    """
 
     name: str
     params: tuple[ParamSpec, ...]
     shape_vars: tuple[str, ...]
+    checks: tuple[CheckSite, ...] = ()
 
     @staticmethod
     def from_primfunc(func: PrimFunc) -> Signature:
@@ -146,7 +153,8 @@ class Signature:
             shape = tuple(_shape_entry(s, names, where) for s in buf.shape)
             is_output = buf.data in written or buf.name in written
             params.append(ParamSpec(buf.name, buf.dtype.numpy, shape, is_output))
-        return Signature(func.name, tuple(params), tuple(v.name for v in func.shape_vars))
+        shape_vars = tuple(v.name for v in func.shape_vars)
+        return Signature(func.name, tuple(params), shape_vars, checks_of(func))
 
     def to_json(self) -> str:
         return json.dumps(
@@ -161,6 +169,10 @@ class Signature:
                         "is_output": p.is_output,
                     }
                     for p in self.params
+                ],
+                "checks": [
+                    {"buffer": c.buffer, "stage": c.stage, "is_store": c.is_store}
+                    for c in self.checks
                 ],
             },
             indent=1,
@@ -177,7 +189,22 @@ class Signature:
             )
             for p in data["params"]
         )
-        return Signature(data["name"], params, tuple(data["shape_vars"]))
+        checks = tuple(
+            CheckSite(c["buffer"], c["stage"], bool(c["is_store"])) for c in data.get("checks", ())
+        )
+        return Signature(data["name"], params, tuple(data["shape_vars"]), checks)
+
+    def index_error(self, status: int) -> IndexError:
+        """The error a kernel's nonzero `status` stands for."""
+        if not 0 < status <= len(self.checks):
+            return IndexError(f"{self.name}: an index was out of range (status {status})")
+        site = self.checks[status - 1]
+        shapes = {p.name: p.shape_str() for p in self.params}
+        shape = f" (shape {shapes[site.buffer]})" if site.buffer in shapes else ""
+        return IndexError(
+            f"{self.name}: an index read from data was out of range {site.describe()}"
+            f"{shape}; out-of-range reads gave 0 and out-of-range writes were skipped"
+        )
 
 
 class ArgChecker:

@@ -1,7 +1,8 @@
 """`Module`: a compiled kernel as a safe Python callable on arrays.
 
 The last stage of the data flow. Arguments are checked (runtime/args.py) and then passed to the
-native function through a cffi function pointer, which is the cheapest call path from Python.
+native function through a cffi function pointer, which is the cheapest call path from Python. A
+kernel with bound checks returns a status, which becomes an IndexError after the call.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class Module:
         ffi = native().ffi
         self._ffi = ffi
         arg_types = ["void *"] * len(signature.params) + ["int64_t"] * len(signature.shape_vars)
-        self._fn = ffi.cast(f"void (*)({', '.join(arg_types) or 'void'})", address)
+        ret = "int32_t" if signature.checks else "void"
+        self._fn = ffi.cast(f"{ret} (*)({', '.join(arg_types) or 'void'})", address)
         self._packed = ffi.cast("void (*)(int64_t *)", packed_address)
 
     @property
@@ -100,10 +102,14 @@ class Module:
 
         Raises:
             TypeError, ValueError: an argument does not match the kernel's signature.
+            IndexError: an index read from data fell outside its buffer; the kernel ran to the
+                end with such reads giving 0 and such writes skipped.
         """
         arrays, shape_values = self._checker.check(args)
         from_buffer = self._ffi.from_buffer
-        self._fn(*[from_buffer(a) for a in arrays], *shape_values)
+        status = self._fn(*[from_buffer(a) for a in arrays], *shape_values)
+        if status:
+            raise self.signature.index_error(status)
 
     def time_evaluator(
         self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0
@@ -159,7 +165,8 @@ class Module:
     def export_library(self, path: str | Path) -> None:
         """Write a shared library with a plain C ABI, a header (`.h`) and a signature (`.json`).
 
-        The library exports `void <name>(T* arg..., int64_t shape_var...)` and the runtime's
+        The library exports `void <name>(T* arg..., int64_t shape_var...)` (`int32_t`, a status,
+        for a kernel with bound checks; the header lists what each status means) and the runtime's
         `tl_set_num_threads`; `tensorlang.runtime.load_module(path)` loads it back with argument
         checks.
         """

@@ -84,20 +84,21 @@ def pool2d(
     ry = tl.reduce_axis((0, kh), name="ry")
     rx = tl.reduce_axis((0, kw), name="rx")
 
-    def window(index: tuple) -> tuple[Expr, Expr, Expr, tuple]:
+    def window(index: tuple) -> tuple[Expr, tuple]:
+        """Whether window tap (ry, rx) of output `index` is inside the input, and its index."""
         y = index[ha] * sh - top
         x = index[wa] * sw - left
         iy, ix = y + ry * dh, x + rx * dw
         inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
         read = list(index)
         read[ha], read[wa] = iy, ix
-        return y, x, inside, tuple(read)
+        return inside, tuple(read)
 
     if pool_type == "max":
         lowest = tl.const(float("-inf"), data.dtype)
 
         def fmax(*index: Expr) -> Expr:
-            _, _, inside, read = window(index)
+            inside, read = window(index)
             return tl.max(tl.if_then_else(inside, data[read], lowest), axis=[ry, rx])
 
         return tl.compute(tuple(out_shape), fmax, name="pool_max", tag="pool_max")
@@ -105,7 +106,7 @@ def pool2d(
     zero = tl.const(0, data.dtype)
 
     def fsum(*index: Expr) -> Expr:
-        _, _, inside, read = window(index)
+        inside, read = window(index)
         return tl.sum(tl.if_then_else(inside, data[read], zero), axis=[ry, rx])
 
     total = tl.compute(tuple(out_shape), fsum, name="pool_sum", tag="pool_sum")

@@ -38,7 +38,10 @@ def pad(
             raise ValueError(f"pad: {label} must hold non-negative ints, got {p!r}")
     if not any(pad_before) and not any(pad_after):
         return data
-    shape = tuple(d + b + a for d, b, a in zip(data.shape, pad_before, pad_after))
+    shape = tuple(
+        (static_dim(d) if static_dim(d) is not None else d) + b + a
+        for d, b, a in zip(data.shape, pad_before, pad_after)
+    )
     fill = tl.const(pad_value, data.dtype)
 
     def f(*i: Expr) -> Expr:

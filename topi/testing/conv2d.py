@@ -22,7 +22,7 @@ def _window(
 def _conv_nchw(data: np.ndarray, kernel: np.ndarray, stride, padding, dilation,
                groups: int) -> np.ndarray:
     """Grouped NCHW convolution as one tensordot per kernel tap (exact, and fast enough)."""
-    n, c, h, w = data.shape
+    n, _, h, w = data.shape
     k, kc, r, s = kernel.shape
     (sh, sw), (dh, dw), (top, left, bottom, right), oh, ow = _window(
         (h, w), (r, s), stride, padding, dilation

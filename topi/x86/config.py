@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-from autotune.space import ConfigEntity, FallbackConfig
-from autotune.task import query_config
-
 import tensorlang as tl
+from autotune import ConfigEntity, FallbackConfig, query_config
 
 
 def config_for(task_name: str, op: tl.ComputeOp) -> ConfigEntity | FallbackConfig:

@@ -80,7 +80,7 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
     fused = o.fuse(*batch, j_outer, i_outer)
     o.parallel(fused)
-    j_vec_outer, j_lanes = o.split(j_inner, factor=PACK_WIDTH)
+    _, j_lanes = o.split(j_inner, factor=PACK_WIDTH)
     o.vectorize(j_lanes)
 
     compute_chain_at(s, out, gemm, fused)

@@ -1,0 +1,39 @@
+"""One way to check every topi op: build the default x86 schedule, run it, compare with numpy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+import tensorlang as tl
+from tensorlang.arith import const_value
+
+
+def shape_of(t: tl.Tensor) -> tuple[int, ...]:
+    return tuple(const_value(d) for d in t.shape)
+
+
+def run_op(
+    out: tl.Tensor,
+    inputs: Sequence[tl.Tensor],
+    arrays: Sequence[np.ndarray],
+    schedule: Callable[[tl.Tensor], tl.Schedule] | None = None,
+    s: tl.Schedule | None = None,
+) -> np.ndarray:
+    """Build `out` with `schedule([out])` (or the given schedule `s`) and return its value."""
+    s = schedule([out]) if s is None else s
+    f = tl.build(s, [*inputs, out])
+    result = np.zeros(shape_of(out), out.dtype)
+    f(*arrays, result)
+    return result
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, reduction: int = 1) -> None:
+    """float32 comparison whose absolute slack grows with the length of the summed dot products."""
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=2e-5 * math.sqrt(reduction))
+
+
+def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, size=shape).astype("float32")

@@ -1,0 +1,59 @@
+"""x86 schedules: `schedule_<op>(outs)` for every topi.nn op, and the tunable templates
+"conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86", "matmul.x86"
+and "batch_matmul.x86" (registered with autotune on import).
+
+Schedules of tunable ops take the best config of the active `autotune.apply_history_best`
+context for their workload, and an explicit fallback config otherwise.
+"""
+
+from .common import VECTOR_WIDTH, generic_schedule
+from .conv2d import schedule_conv2d_nchw
+from .conv2d_nhwc import schedule_conv2d_nhwc
+from .dense import schedule_batch_matmul, schedule_dense, schedule_matmul
+from .depthwise import schedule_depthwise_conv2d_nchw, schedule_group_conv2d_nchw
+from .injective import (
+    schedule_add,
+    schedule_avg_pool2d,
+    schedule_batch_norm_inference,
+    schedule_bias_add,
+    schedule_broadcast,
+    schedule_concatenate,
+    schedule_divide,
+    schedule_elemwise,
+    schedule_gelu,
+    schedule_global_avg_pool2d,
+    schedule_global_max_pool2d,
+    schedule_global_pool,
+    schedule_injective,
+    schedule_layer_norm,
+    schedule_leaky_relu,
+    schedule_log_softmax,
+    schedule_max_pool2d,
+    schedule_multiply,
+    schedule_pad,
+    schedule_pool,
+    schedule_reduce,
+    schedule_relu,
+    schedule_reshape,
+    schedule_softmax,
+    schedule_subtract,
+    schedule_transpose,
+)
+
+TEMPLATES = (
+    "conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86",
+    "matmul.x86", "batch_matmul.x86",
+)
+
+__all__ = [
+    "TEMPLATES", "VECTOR_WIDTH", "generic_schedule", "schedule_add", "schedule_avg_pool2d",
+    "schedule_batch_matmul", "schedule_batch_norm_inference", "schedule_bias_add",
+    "schedule_broadcast", "schedule_concatenate", "schedule_conv2d_nchw", "schedule_conv2d_nhwc",
+    "schedule_dense", "schedule_depthwise_conv2d_nchw", "schedule_divide", "schedule_elemwise",
+    "schedule_gelu", "schedule_global_avg_pool2d", "schedule_global_max_pool2d",
+    "schedule_global_pool", "schedule_group_conv2d_nchw", "schedule_injective",
+    "schedule_layer_norm", "schedule_leaky_relu", "schedule_log_softmax", "schedule_matmul",
+    "schedule_max_pool2d", "schedule_multiply", "schedule_pad", "schedule_pool",
+    "schedule_reduce", "schedule_relu", "schedule_reshape", "schedule_softmax",
+    "schedule_subtract", "schedule_transpose",
+]

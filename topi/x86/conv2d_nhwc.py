@@ -1,0 +1,100 @@
+"""x86 schedule and tuning template of conv2d_nhwc.
+
+In NHWC with an HWIO kernel the output channel is innermost in both the kernel and the output,
+so no packing is needed: a register block of `tile_ow` output columns x `tile_oc` vectors of 16
+channels accumulates over kernel rows, kernel columns (unrolled when `unroll_kw`) and input
+channels split by `tile_ic`; each step broadcasts one input value and loads kernel vectors
+directly. The (batch, output row) loops run in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import autotune
+import tensorlang as tl
+
+from ..nn.conv2d import conv2d_nhwc
+from .common import (
+    VECTOR_WIDTH,
+    as_tensor_list,
+    compute_chain_at,
+    schedule_injective_stage,
+    static_extent,
+    traverse,
+)
+from .config import config_for
+from .conv2d import MAX_BLOCK_VECTORS, _fallback_ow, _largest_divisor
+
+TASK = "conv2d_nhwc.x86"
+
+
+def schedule_conv2d_nhwc_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tensor) -> None:
+    """Apply the register-blocked schedule to the conv2d_nhwc stage `conv`, whose elementwise
+    tail ends in `out`; `cfg` holds the knob values."""
+    padded = conv.op.input_tensors[0]
+    _, _, out_w, channels = (static_extent(a) for a in conv.op.axis)
+    in_channels = static_extent(conv.op.reduce_axis[2])
+    vectors = -(-channels // VECTOR_WIDTH)
+    cfg.define_split("tile_ic", in_channels, num_outputs=2)
+    cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= vectors])
+    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose", max_factor=32)
+    cfg.define_knob("unroll_kw", [True, False])
+    if cfg.is_fallback:
+        cfg.fallback_split("tile_ic", [-1, _largest_divisor(in_channels, VECTOR_WIDTH)])
+        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w)])
+    elif cfg["tile_ow"].size[-1] * cfg["tile_oc"].val > MAX_BLOCK_VECTORS:
+        cfg.raise_error("register block larger than the register file")
+
+    if isinstance(padded.op, tl.ComputeOp):
+        schedule_injective_stage(s, padded)
+    if conv.op is out.op:
+        out, conv = conv, s.cache_write(conv, "local")
+    o = s[out]
+    n, y, x, k = o.op.axis
+    x_outer, x_inner = cfg["tile_ow"].apply(s, out, x)
+    k_outer, k_inner = o.split(k, factor=VECTOR_WIDTH * cfg["tile_oc"].val)
+    o.reorder(n, y, x_outer, k_outer, x_inner, k_inner)
+    fused = o.fuse(n, y)
+    o.parallel(fused)
+    _, lanes = o.split(k_inner, factor=VECTOR_WIDTH)
+    o.vectorize(lanes)
+    compute_chain_at(s, out, conv, k_outer)
+
+    c = s[conv]
+    cn, cy, cx, ck = c.op.axis
+    cry, crx, crc = c.op.reduce_axis
+    rc_outer, rc_inner = cfg["tile_ic"].apply(s, conv, crc)
+    ck_outer, ck_lanes = c.split(ck, factor=VECTOR_WIDTH)
+    c.reorder(cn, cy, rc_outer, cry, crx, rc_inner, cx, ck_outer, ck_lanes)
+    c.vectorize(ck_lanes)
+    c.unroll(ck_outer)
+    c.unroll(cx)
+    if cfg["unroll_kw"].val:
+        c.unroll(crx)
+
+
+def schedule_conv2d_nhwc(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule conv2d_nhwc and its fused elementwise tail (tuned config when one is active)."""
+    outs = as_tensor_list(outs)
+    s = tl.create_schedule([t.op for t in outs])
+    convs: list[tl.ComputeOp] = []
+    traverse(s, outs, lambda op: convs.append(op) if op.tag == "conv2d_nhwc" else None)
+    for op in convs:
+        schedule_conv2d_nhwc_with(config_for(TASK, op), s, op.output(0), outs[0])
+    return s
+
+
+@autotune.template(TASK)
+def conv2d_nhwc_template(cfg, data_shape, kernel_shape, stride, padding, dilation, dtype):
+    """Tunable conv2d_nhwc: args ((N, H, W, C), (R, S, C, K), stride, padding, dilation, dtype)."""
+    data = tl.placeholder(data_shape, dtype, name="data")
+    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
+    out = conv2d_nhwc(data, kernel, stride, padding, dilation, dtype)
+    s = tl.create_schedule(out.op)
+    traverse(s, [out], lambda op: None)
+    schedule_conv2d_nhwc_with(cfg, s, out, out)
+    n, oh, ow, k = (static_extent(a) for a in out.op.axis)
+    r, kw, c = kernel_shape[0], kernel_shape[1], kernel_shape[2]
+    cfg.add_flop(2 * n * oh * ow * k * r * kw * c)
+    return s, [data, kernel, out]

@@ -1,0 +1,92 @@
+"""x86 schedules of depthwise and grouped convolution, and the depthwise tuning template.
+
+Depthwise convolution has no reduction over channels, so its vectors run along the output row:
+a block of `tile_ow` output columns (a multiple of 16) accumulates over the kernel window
+(columns unrolled when `unroll_kw`); the (batch, channel) loops run in parallel. Grouped
+convolution uses the generic reduction schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import autotune
+import tensorlang as tl
+
+from ..nn.conv2d import depthwise_conv2d_nchw
+from .common import (
+    VECTOR_WIDTH,
+    as_tensor_list,
+    compute_chain_at,
+    generic_schedule,
+    schedule_injective_stage,
+    static_extent,
+    traverse,
+)
+from .config import config_for
+
+TASK = "depthwise_conv2d_nchw.x86"
+
+
+def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
+                                        out: tl.Tensor) -> None:
+    """Apply the row-vector schedule to the depthwise stage `conv`, whose elementwise tail ends
+    in `out`; `cfg` holds the knob values."""
+    padded = conv.op.input_tensors[0]
+    out_w = static_extent(conv.op.axis[3])
+    cfg.define_knob("tile_ow", [v for v in (16, 32, 48, 64) if v - VECTOR_WIDTH < out_w])
+    cfg.define_knob("unroll_kw", [True, False])
+    if isinstance(padded.op, tl.ComputeOp):
+        schedule_injective_stage(s, padded)
+    if conv.op is out.op:
+        out, conv = conv, s.cache_write(conv, "local")
+    o = s[out]
+    n, c, _, x = o.op.axis
+    x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].val)
+    fused = o.fuse(n, c)
+    o.parallel(fused)
+    _, lanes = o.split(x_inner, factor=VECTOR_WIDTH)
+    o.vectorize(lanes)
+    compute_chain_at(s, out, conv, x_outer)
+
+    d = s[conv]
+    dn, dc, dy, dx = d.op.axis
+    ry, rx = d.op.reduce_axis
+    dx_outer, dx_lanes = d.split(dx, factor=VECTOR_WIDTH)
+    d.reorder(dn, dc, dy, ry, rx, dx_outer, dx_lanes)
+    d.vectorize(dx_lanes)
+    d.unroll(dx_outer)
+    if cfg["unroll_kw"].val:
+        d.unroll(rx)
+
+
+def schedule_depthwise_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule depthwise_conv2d_nchw and its fused elementwise tail."""
+    outs = as_tensor_list(outs)
+    s = tl.create_schedule([t.op for t in outs])
+    convs: list[tl.ComputeOp] = []
+    traverse(s, outs, lambda op: convs.append(op) if op.tag == "depthwise_conv2d_nchw" else None)
+    for op in convs:
+        schedule_depthwise_conv2d_nchw_with(config_for(TASK, op), s, op.output(0), outs[0])
+    return s
+
+
+def schedule_group_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
+    """Schedule group_conv2d_nchw: parallel outer loops, vectors along the output row."""
+    return generic_schedule(outs)
+
+
+@autotune.template(TASK)
+def depthwise_conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, padding, dilation,
+                                   dtype):
+    """Tunable depthwise conv: args ((N, C, H, W), (C, M, R, S), stride, padding, dilation,
+    dtype)."""
+    data = tl.placeholder(data_shape, dtype, name="data")
+    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
+    out = depthwise_conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
+    s = tl.create_schedule(out.op)
+    traverse(s, [out], lambda op: None)
+    schedule_depthwise_conv2d_nchw_with(cfg, s, out, out)
+    n, k, oh, ow = (static_extent(a) for a in out.op.axis)
+    cfg.add_flop(2 * n * k * oh * ow * kernel_shape[2] * kernel_shape[3])
+    return s, [data, kernel, out]
