@@ -44,6 +44,8 @@ class Buffer(Node):
     data: Var
     scope: Scope = Scope.GLOBAL
 
+    opaque_to_mutators = True  # accesses refer to a buffer by identity: passes keep it whole
+
     def __str__(self) -> str:
         return self.name
 

@@ -203,16 +203,17 @@ class Stage:
         position = self._leaf_index(parent)
         self.leaf_iter_vars[position : position + 1] = [outer, inner]
         self.all_iter_vars += [outer, inner]
-        self._inherit_marks(parent, outer)
+        self._move_attachments(parent, inner)
         given = f"factor={factor}" if factor is not None else f"nparts={nparts}"
         self._record("split", f"{parent.name}, {given}")
         return outer, inner
 
-    def _inherit_marks(self, parent: IterVar, outer: IterVar) -> None:
-        # An attachment point that is split moves to the outer part, as in TVM.
+    def _move_attachments(self, old: IterVar, new: IterVar) -> None:
+        """Stages computed at a loop that is split or fused move to the loop that now runs once
+        per iteration of the old one (the inner part of a split, the fused loop)."""
         for stage in self.schedule.stages:
-            if stage.attach_stage is self and stage.attach_ivar is parent:
-                stage.attach_ivar = outer
+            if stage.attach_stage is self and stage.attach_ivar is old:
+                stage.attach_ivar = new
 
     def tile(
         self, x_parent: IterVar, y_parent: IterVar, x_factor: int | Expr, y_factor: int | Expr
@@ -251,6 +252,8 @@ class Stage:
             new = _new_iter_var(f"{fused.name}.{inner.name}.fused", extent, inner.kind)
             self.relations.append(Fuse(fused, inner, new))
             self.all_iter_vars.append(new)
+            self._move_attachments(fused, new)
+            self._move_attachments(inner, new)
             position = self._leaf_index(fused)
             self.leaf_iter_vars[position : position + 2] = [new]
             fused = new
@@ -319,7 +322,7 @@ class Stage:
             raise ScheduleError(
                 f"compute_at: stage {self.name} is an output of the schedule; it must stay at root"
             )
-        if not self.schedule._consumes(parent, self):
+        if not self.schedule._reads_through_inlined(parent, self):
             raise ScheduleError(
                 f"compute_at: stage {parent.name} does not read stage {self.name}, so {self.name} "
                 f"cannot be computed inside it"
@@ -436,6 +439,17 @@ class Schedule:
 
     def _consumes(self, reader: Stage, producer: Stage) -> bool:
         return any(self._by_op.get(t.op) is producer for t in reader.op.input_tensors)
+
+    def _reads_through_inlined(self, reader: Stage, producer: Stage) -> bool:
+        """Whether `reader` reads `producer` directly or through stages that are inlined (or may
+        still be: inlining is checked again when the schedule is lowered)."""
+        if self._consumes(reader, producer):
+            return True
+        return any(
+            self._reads_through_inlined(reader, middle)
+            for middle in self._readers(producer)
+            if middle is not reader and not middle.is_output
+        )
 
     def _insert_before(self, new: Stage, anchor: Stage) -> None:
         self.stages.insert(self.stages.index(anchor), new)

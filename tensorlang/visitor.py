@@ -72,7 +72,11 @@ class Visitor(_Dispatch):
 
 
 class Mutator(_Dispatch):
-    """Rebuilding traversal. Override `visit_<ClassName>` to return a replacement node."""
+    """Rebuilding traversal. Override `visit_<ClassName>` to return a replacement node.
+
+    Nodes whose class sets `opaque_to_mutators` (buffer declarations) are kept as they are: every
+    access refers to its buffer by identity, so rewriting one copy would split it in two.
+    """
 
     def visit(self, node: Any) -> Any:
         method = self._method(node)
@@ -82,6 +86,8 @@ class Mutator(_Dispatch):
         changes: dict[str, Any] = {}
         for name in _field_names(type(node)):
             value = getattr(node, name)
+            if getattr(value, "opaque_to_mutators", False):
+                continue
             if isinstance(value, Node):
                 new = self.visit(value)
                 if new is not value:

@@ -125,8 +125,8 @@ def test_reorder_duplicate():
 def test_compute_at_non_consumer():
     A, B = simple()
     C = tl.compute((4, 5), lambda i, j: B[i, j] * 2, name="C")
-    D = tl.compute((4, 5), lambda i, j: C[i, j] * 2, name="D")
-    s = tl.create_schedule(D.op)
+    D = tl.compute((4, 5), lambda i, j: A[i, j] * 2, name="D")
+    s = tl.create_schedule([C.op, D.op])
     with pytest.raises(tl.ScheduleError, match="does not read stage B"):
         s[B].compute_at(s[D], D.op.axis[0])
 

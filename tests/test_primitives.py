@@ -287,3 +287,60 @@ def test_padded_convolution_reads_are_guarded(rng):
     padded = np.pad(a, 1)
     expected = sum(padded[y : y + n, x : x + n] * w[y, x] for y in range(r) for x in range(r))
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_compute_at_through_an_inlined_reader(rng):
+    A = tl.placeholder((8,), "float32", name="A")
+    P = tl.compute((8,), lambda i: A[i] * 2, name="P")
+    B = tl.compute((8,), lambda i: P[i] + 1, name="B")
+    C = tl.compute((8,), lambda i: B[i] * 3, name="C")
+    s = tl.create_schedule(C.op)
+    s[B].compute_inline()
+    s[P].compute_at(s[C], C.op.axis[0])
+    f = tl.build(s, [A, C])
+    a = random_array((8,), "float32", rng)
+    c = np.zeros(8, "float32")
+    f(a, c)
+    np.testing.assert_allclose(c, (a * 2 + 1) * 3, rtol=1e-6)
+
+
+def test_compute_at_not_inlined_middle_reader_is_rejected_when_lowering():
+    A = tl.placeholder((8,), "float32", name="A")
+    P = tl.compute((8,), lambda i: A[i] * 2, name="P")
+    B = tl.compute((8,), lambda i: P[i] + 1, name="B")
+    C = tl.compute((8,), lambda i: B[i] * 3, name="C")
+    s = tl.create_schedule(C.op)
+    s[P].compute_at(s[C], C.op.axis[0])
+    with pytest.raises(ValueError, match="B reads it too"):
+        tl.lower(s, [A, C])
+
+
+@pytest.mark.parametrize("order", ["split_after", "fuse_after"])
+def test_attachment_follows_split_and_fuse_of_its_loop(order, rng):
+    A, B, C = gemm(20, 40, 9)
+    s = tl.create_schedule(C.op)
+    CC = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 6, 16)
+    s[CC].compute_at(s[C], jo)
+    if order == "fuse_after":
+        s[C].parallel(s[C].fuse(io, jo))
+    else:
+        s[C].split(jo, factor=2)
+    check_gemm(s, A, B, C, 20, 40, 9, "float32", rng)
+
+
+def test_intermediate_with_symbolic_ceil_division_shape(rng):
+    n = tl.var("n")
+    A = tl.placeholder((n,), "float32", name="A")
+    P = tl.compute(
+        ((n + 15) // 16, 16),
+        lambda o, i: tl.if_then_else(o * 16 + i < n, A[o * 16 + i], 0.0),
+        name="P",
+    )
+    C = tl.compute((n,), lambda i: P[i // 16, i % 16] + 1, name="C")
+    f = tl.build(tl.create_schedule(C.op), [A, C])
+    for size in (1, 16, 37):
+        a = random_array((size,), "float32", rng)
+        c = np.zeros(size, "float32")
+        f(a, c)
+        np.testing.assert_allclose(c, a + 1, rtol=1e-6)
