@@ -146,6 +146,19 @@ def _random_arrays(args: Sequence[Any], seed: int) -> list[np.ndarray]:
     return arrays
 
 
+_inputs_by_task: dict[tuple[Any, str], list[np.ndarray]] = {}
+
+
+def _cached_random_arrays(task: Task, args: Sequence[Any]) -> list[np.ndarray]:
+    """The task's random inputs, made once per worker: at large sizes making them costs as much
+    as timing a fast kernel."""
+    key = (task.key, task.target)
+    if key not in _inputs_by_task:
+        _inputs_by_task.clear()  # one task at a time: keep memory bounded
+        _inputs_by_task[key] = _random_arrays(args, seed=0)
+    return _inputs_by_task[key]
+
+
 def _reference(task: Task) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Inputs and outputs of the task's compute under the default schedule (config 0)."""
     import tensorlang as tl
@@ -171,6 +184,8 @@ class RunSettings:
     flush_cache: bool
     check_correctness: bool
     max_seconds: float
+    best_seconds: float | None = None
+    relative_cutoff: float = 3.0
 
 
 def _flush_cpu_cache(scratch: np.ndarray) -> None:
@@ -202,7 +217,7 @@ def run_job(payload: tuple[TaskRef, int, RunSettings], stage: Callable[..., None
         raise StageFailure(MeasureErrorNo.COMPILE_ERROR, f"{type(err).__name__}: {err}") from None
     stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
     arrays = ([a.copy() for a in ref_inputs] if settings.check_correctness
-              else _random_arrays(args, seed=0))
+              else _cached_random_arrays(task, args))
     for hook in hooks:
         hook()
     try:
@@ -219,6 +234,12 @@ def run_job(payload: tuple[TaskRef, int, RunSettings], stage: Callable[..., None
                                        f"(max abs error {float(np.abs(g - want).max()):.3g})")
         if first * settings.number * settings.repeat > settings.max_seconds:
             return [first]  # a slow config: one call tells enough, repeats would waste time
+        if settings.best_seconds is not None:
+            start = time.perf_counter()
+            module(*arrays)  # a warm call decides whether this config can compete at all
+            warm = time.perf_counter() - start
+            if warm > settings.relative_cutoff * settings.best_seconds:
+                return [warm]
         timer = module.time_evaluator(settings.number, 1 if settings.flush_cache else
                                       settings.repeat, settings.min_repeat_ms)
         if not settings.flush_cache:
@@ -303,12 +324,14 @@ class LocalRunner:
         max_measure_seconds: when `number * repeat` calls would take longer than this (judged
             from a first call), the first call's time is the only cost recorded: slow configs
             are losers anyway, and timing them fully would dominate the tuning time.
+        relative_cutoff: a config whose second (warm) call is this many times slower than the
+            best cost measured so far in the tuning run is timed by that call alone.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  timeout: float = 10, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
-                 max_measure_seconds: float = 1.0):
+                 max_measure_seconds: float = 1.0, relative_cutoff: float = 3.0):
         if number < 1 or repeat < 1:
             raise ValueError(f"LocalRunner needs number >= 1 and repeat >= 1, got {number}, "
                              f"{repeat}")
@@ -322,16 +345,20 @@ class LocalRunner:
         self.enable_cpu_cache_flush = enable_cpu_cache_flush
         self.check_correctness = check_correctness
         self.max_measure_seconds = max_measure_seconds
+        self.relative_cutoff = relative_cutoff
         self._pool: WorkerPool | None = None
 
-    def run(self, inputs: Sequence[MeasureInput], build_timeout: float = 10.0
-            ) -> list[MeasureResult]:
-        """Time each input (already known to build); one MeasureResult per input."""
+    def run(self, inputs: Sequence[MeasureInput], build_timeout: float = 10.0,
+            best_seconds: float | None = None) -> list[MeasureResult]:
+        """Time each input (already known to build); one MeasureResult per input.
+
+        `best_seconds`, the best cost measured so far for this task, enables the relative cutoff.
+        """
         if self._pool is None:
             self._pool = WorkerPool(1)
         settings = RunSettings(self.number, self.repeat, self.min_repeat_ms, build_timeout,
                                self.timeout, self.enable_cpu_cache_flush, self.check_correctness,
-                               self.max_measure_seconds)
+                               self.max_measure_seconds, best_seconds, self.relative_cutoff)
         results = []
         for k, inp in enumerate(inputs):
             if k and self.cooldown_interval > 0:
@@ -422,7 +449,9 @@ class Measurer:
                 first_of_hash[b.ir_hash] = k
                 to_run.append(k)
         start = time.perf_counter()
-        measured = self.option.runner.run([inputs[k] for k in to_run], self.option.builder.timeout)
+        best = min((r.mean for r in self._by_hash.values() if r.ok), default=None)
+        measured = self.option.runner.run([inputs[k] for k in to_run], self.option.builder.timeout,
+                                          best)
         self.run_seconds += time.perf_counter() - start
         for k, res in zip(to_run, measured):
             results[k] = res

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ import numpy as np
 
 import autotune
 import tensorlang as tl
+from tensorlang.benchmark import compare
 from topi import nn, x86
 
 RESNET18_CONVS = [  # C, H, K, R, stride, padding
@@ -153,22 +152,6 @@ def workloads() -> list[Workload]:
     ]
 
 
-def _seconds(fn: Callable[[], object], min_time: float = 0.05) -> float:
-    """Median seconds per call of `fn` over a few batches lasting about `min_time` each."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(min_time / once))
-    samples = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
-
-
 def _ours(w: Workload, log: str | None) -> tuple[Callable[[], object], list[np.ndarray]]:
     inputs, out, schedule = w.build()
     with warnings.catch_warnings():
@@ -188,14 +171,12 @@ def _ours(w: Workload, log: str | None) -> tuple[Callable[[], object], list[np.n
 
 def _ratios(ours: Callable[[], object], other: Callable[[], object] | None,
             rounds: int) -> tuple[float, float]:
-    """(our median seconds, median of per-round speed ratios ours/other), alternating."""
-    times, ratios = [], []
-    for _ in range(rounds):
-        t = _seconds(ours)
-        times.append(t)
-        if other is not None:
-            ratios.append(_seconds(other) / t)
-    return statistics.median(times), (statistics.median(ratios) if ratios else math.nan)
+    """(our median seconds, median of per-round speed ratios ours/other), alternating with a
+    pause before each sample so neither side competes with the other's idle threads."""
+    if other is None:
+        return compare(ours, ours, repeat=rounds).ours, math.nan
+    result = compare(ours, other, repeat=rounds)
+    return result.ours, result.speedup
 
 
 def main() -> None:
