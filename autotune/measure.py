@@ -357,8 +357,9 @@ class LocalRunner:
         if self._pool is None:
             self._pool = WorkerPool(1)
         settings = RunSettings(self.number, self.repeat, self.min_repeat_ms, build_timeout,
-                               self.timeout, self.enable_cpu_cache_flush, self.check_correctness,
-                               self.max_measure_seconds, best_seconds, self.relative_cutoff)
+                               self._run_timeout(best_seconds), self.enable_cpu_cache_flush,
+                               self.check_correctness, self.max_measure_seconds, best_seconds,
+                               self.relative_cutoff)
         results = []
         for k, inp in enumerate(inputs):
             if k and self.cooldown_interval > 0:
@@ -372,6 +373,16 @@ class LocalRunner:
             else:
                 results.append(_error(outcome))
         return results
+
+    def _run_timeout(self, best_seconds: float | None) -> float:
+        """The time one config may run: `timeout`, or less once a best cost is known. A config
+        that can still compete (within `relative_cutoff` of the best) always fits its full
+        measurement; a hopeless one is stopped early instead of running for seconds."""
+        if best_seconds is None:
+            return self.timeout
+        calls = 2 + self.number * self.repeat
+        budget = calls * self.relative_cutoff * best_seconds + self.repeat * self.min_repeat_ms / 1e3
+        return min(self.timeout, budget + 0.25)
 
     def close(self) -> None:
         """Stop the worker process."""

@@ -90,7 +90,13 @@ def _worker_main(conn: multiprocessing.connection.Connection, sys_path: list[str
 
 def _context() -> multiprocessing.context.BaseContext:
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # A replacement worker (after a crash or a cut-off run) then starts in milliseconds instead
+    # of importing numpy, llvmlite and tensorlang again.
+    ctx.set_forkserver_preload(["autotune.measure"])
+    return ctx
 
 
 class _Worker:

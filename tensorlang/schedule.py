@@ -23,10 +23,8 @@ from .expr import (
     IterVar,
     Node,
     Range,
-    Reduce,
     TensorRead,
     Var,
-    as_expr,
     binary,
     const,
 )
@@ -555,22 +553,3 @@ def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
 def create_schedule(ops: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:
     """A schedule with default loops (one per axis, in order) for `ops` and all they read."""
     return Schedule(_as_ops(ops))
-
-
-def reduce_identity_of(expr: Expr) -> Expr | None:
-    """The identity element of a reduction body (None for non-reductions)."""
-    return expr.combiner.identity[expr.value_index] if isinstance(expr, Reduce) else None
-
-
-__all__ = [
-    "AttachKind",
-    "Fuse",
-    "LoopAnnotation",
-    "Schedule",
-    "ScheduleError",
-    "Split",
-    "Stage",
-    "Step",
-    "as_expr",
-    "create_schedule",
-]

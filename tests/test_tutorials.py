@@ -35,3 +35,13 @@ def test_gemm_ladder_step_is_correct(name, step, shape):
     c = np.zeros((M, N), "float32")
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4)
+
+
+PRIMITIVES = load("02_schedule_primitives")
+
+
+@pytest.mark.parametrize("lesson", PRIMITIVES.LESSONS, ids=lambda f: f.__name__)
+def test_schedule_primitive_lesson_is_correct(lesson):
+    s, args = lesson()
+    PRIMITIVES.check(s, args)
+    assert str(tl.lower(s, args))  # the lesson prints this
