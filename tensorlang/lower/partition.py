@@ -58,16 +58,23 @@ class _LikelyGuards(Visitor):
 
 
 class _ReplaceAtoms(Mutator):
-    def __init__(self, proven: set[int]):
-        self.proven = proven
+    """Replaces the comparisons whose value is known in one piece of a partitioned loop."""
+
+    def __init__(self, known: set[int], value: bool):
+        self.known = known
+        self.value = value
 
     def visit_Compare(self, node: Compare) -> Expr:
-        return const(True) if id(node) in self.proven else node
+        return const(self.value) if id(node) in self.known else node
 
 
-def _linear_split(neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]]) -> tuple[str, Expr] | None:
-    """For `neg < 0` with neg = c*v + rest: ('below', p) if it holds for v < p, ('from', p) if
-    for v >= p, whatever the inner loop variables are; None if not of that form."""
+def _linear_split(
+    neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]]
+) -> tuple[str, Expr, bool] | None:
+    """For `neg < 0` with neg = c*v + rest: ('below', p, exact) if it holds for v < p, ('from',
+    p, exact) if for v >= p, whatever the inner loop variables are; `exact` when rest involves no
+    inner loop variable, so that the comparison is false on the other side of p. None if `neg`
+    is not of that form."""
     s = Simplifier()
     lin = s._linear(simplify(neg))
     coef = 0
@@ -82,16 +89,18 @@ def _linear_split(neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]]) -> tup
     for key, atom in lin.atoms.items():
         if atom is v:
             rest.terms[key] = 0
-    bounds = symbolic_bounds(rest.to_expr(), relax)
+    rest_expr = rest.to_expr()
+    bounds = symbolic_bounds(rest_expr, relax)
     if bounds is None:
         return None
     upper = bounds[1]
+    exact = not uses_var(rest_expr, set(relax))
     if coef > 0:  # coef*v + upper <= -1  <=>  v <= (-1 - upper) // coef
         p = binary(BinaryOp.ADD, binary(BinaryOp.FLOORDIV, binary(BinaryOp.SUB, -1, upper), coef), 1)
-        return "below", simplify(p)
+        return "below", simplify(p), exact
     k = -coef  # upper + 1 <= k*v  <=>  v >= ceil((upper + 1) / k)
     p = binary(BinaryOp.FLOORDIV, binary(BinaryOp.ADD, upper, k), k)
-    return "from", simplify(p)
+    return "from", simplify(p), exact
 
 
 class _Partitioner(Mutator):
@@ -109,6 +118,8 @@ class _Partitioner(Mutator):
         start, end = node.min, binary(BinaryOp.ADD, node.min, node.extent)
         lo, hi = start, end
         proven: set[int] = set()
+        false_before: set[int] = set()  # exact "from" atoms: false below the main range
+        false_after: set[int] = set()  # exact "below" atoms: false above it
         seen_bounds: set[object] = set()
         for guard in finder.guards:
             for atom in _atoms(guard.cond):
@@ -118,9 +129,11 @@ class _Partitioner(Mutator):
                 split = _linear_split(neg, node.var, inner.relax)
                 if split is None:
                     continue
-                side, p = split
+                side, p, exact = split
                 key = (side, structural_key(p))
                 proven.add(id(atom))
+                if exact:
+                    (false_after if side == "below" else false_before).add(id(atom))
                 if key in seen_bounds:
                     continue
                 seen_bounds.add(key)
@@ -132,10 +145,18 @@ class _Partitioner(Mutator):
             return self.generic_visit(node)
         lo = simplify(binary(BinaryOp.MIN, binary(BinaryOp.MAX, lo, start), end), self.ranges)
         hi = simplify(binary(BinaryOp.MAX, binary(BinaryOp.MIN, hi, end), lo), self.ranges)
-        main_body = self.visit(_ReplaceAtoms(proven).visit(node.body))
-        tail_body = self.visit(node.body)
+        # An exact atom is false beyond its own bound; the tail starts at the smallest bound, so
+        # that only holds for the tail when every atom on that side has the same bound.
+        sides = [side for side, _ in seen_bounds]
+        if sides.count("below") > 1:
+            false_after = set()
+        if sides.count("from") > 1:
+            false_before = set()
+        main_body = self.visit(_ReplaceAtoms(proven, True).visit(node.body))
+        head_body = self.visit(_ReplaceAtoms(false_before, False).visit(node.body))
+        tail_body = self.visit(_ReplaceAtoms(false_after, False).visit(node.body))
         pieces = [
-            _loop_over(node, start, lo, tail_body, self.ranges),
+            _loop_over(node, start, lo, head_body, self.ranges),
             _loop_over(node, lo, hi, main_body, self.ranges),
             _loop_over(node, hi, end, tail_body, self.ranges),
         ]
