@@ -162,7 +162,7 @@ def _curve(task: autotune.Task, tuner: Tuner, trials: int) -> list[float]:
 
 
 def efficiency(trials: int, seeds: Sequence[int]) -> None:
-    print(f"{'workload':14s}{'tuner':8s}{'best GFLOP/s':>14s}{'to 90%':>9s}{'to 95%':>9s}")
+    print(f"{'workload':14s}{'tuner':8s}{'best GFLOP/s':>14s}{'to 90%':>14s}{'to 95%':>14s}")
     for workload, (name, args) in WORKLOADS.items():
         task = autotune.create_task(name, args)
         curves = {(tn, seed): _curve(task, make(task, seed), trials)
@@ -177,7 +177,7 @@ def efficiency(trials: int, seeds: Sequence[int]) -> None:
                 return "/".join("-" if h is None else str(h) for h in hits)
 
             best = np.mean([c[-1] for c in runs])
-            print(f"{workload:14s}{tn:8s}{best:14.2f}{reach(0.9):>9s}{reach(0.95):>9s}")
+            print(f"{workload:14s}{tn:8s}{best:14.2f}{reach(0.9):>14s}{reach(0.95):>14s}")
 
 
 def throughput(trials: int, template: str) -> None:

@@ -40,7 +40,7 @@ class XGBTuner(Tuner):
     """
 
     def __init__(self, task: Task, loss_type: str = "rank", feature_type: str = "itervar",
-                 plan_size: int = 64, diversity_filter_ratio: float | None = 2.0,
+                 plan_size: int = 32, diversity_filter_ratio: float | None = 2.0,
                  eps: float = 0.05, model: CostModel | None = None,
                  explorer: Explorer | None = None, seed: int | None = None):
         super().__init__(task, seed)
