@@ -89,8 +89,8 @@ class SimulatedAnnealing:
             new_scores = self._scores(score_fn, proposal)
             finite = scores[np.isfinite(scores)]
             scale = float(finite.std()) if finite.size > 1 and finite.std() > 0 else 1.0
-            delta = (new_scores - scores) / scale
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"):  # -inf scores: invalid configs
+                delta = (new_scores - scores) / scale
                 prob = np.exp(np.minimum(delta, 0.0) / max(temperature, 1e-9))
             accept = (self.rng.random(len(points)) < np.nan_to_num(prob)) | (delta > 0)
             points = np.where(accept, proposal, points)
