@@ -22,15 +22,13 @@ from ..nn.conv2d import conv2d_nchw
 from ..nn.utils import PACK_WIDTH
 from .common import (
     VECTOR_WIDTH,
-    as_tensor_list,
     compute_chain_at,
     fuse_parallel,
     schedule_injective_stage,
     static_extent,
-    traverse,
     whole_block_loop,
 )
-from .config import config_for
+from .config import schedule_tagged, template_schedule
 
 TASK = "conv2d_nchw.x86"
 
@@ -108,14 +106,7 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 
 def schedule_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule conv2d_nchw and its fused elementwise tail (tuned config when one is active)."""
-    outs = as_tensor_list(outs)
-    s = tl.create_schedule([t.op for t in outs])
-
-    convs: list[tl.ComputeOp] = []
-    traverse(s, outs, lambda op: convs.append(op) if op.tag == "conv2d_nchw" else None)
-    for op in convs:
-        schedule_conv2d_nchw_with(config_for(TASK, op), s, op.output(0), outs[0])
-    return s
+    return schedule_tagged(outs, {"conv2d_nchw": TASK}, schedule_conv2d_nchw_with)
 
 
 @autotune.template(TASK)
@@ -124,9 +115,7 @@ def conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, padding, dilatio
     data = tl.placeholder(data_shape, dtype, name="data")
     kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
     out = conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
-    s = tl.create_schedule(out.op)
-    traverse(s, [out], lambda op: None)
-    schedule_conv2d_nchw_with(cfg, s, out, out)
+    s = template_schedule(cfg, out, schedule_conv2d_nchw_with)
     n, k, oh, ow = (static_extent(a) for a in out.op.axis)
     c, r, kw = kernel_shape[1], kernel_shape[2], kernel_shape[3]
     cfg.add_flop(2 * n * k * oh * ow * c * r * kw)

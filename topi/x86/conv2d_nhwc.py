@@ -17,13 +17,11 @@ import tensorlang as tl
 from ..nn.conv2d import conv2d_nhwc
 from .common import (
     VECTOR_WIDTH,
-    as_tensor_list,
     compute_chain_at,
     schedule_injective_stage,
     static_extent,
-    traverse,
 )
-from .config import config_for
+from .config import schedule_tagged, template_schedule
 from .conv2d import MAX_BLOCK_VECTORS, _fallback_ow, _largest_divisor
 
 TASK = "conv2d_nhwc.x86"
@@ -76,13 +74,7 @@ def schedule_conv2d_nhwc_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 
 def schedule_conv2d_nhwc(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule conv2d_nhwc and its fused elementwise tail (tuned config when one is active)."""
-    outs = as_tensor_list(outs)
-    s = tl.create_schedule([t.op for t in outs])
-    convs: list[tl.ComputeOp] = []
-    traverse(s, outs, lambda op: convs.append(op) if op.tag == "conv2d_nhwc" else None)
-    for op in convs:
-        schedule_conv2d_nhwc_with(config_for(TASK, op), s, op.output(0), outs[0])
-    return s
+    return schedule_tagged(outs, {"conv2d_nhwc": TASK}, schedule_conv2d_nhwc_with)
 
 
 @autotune.template(TASK)
@@ -91,9 +83,7 @@ def conv2d_nhwc_template(cfg, data_shape, kernel_shape, stride, padding, dilatio
     data = tl.placeholder(data_shape, dtype, name="data")
     kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
     out = conv2d_nhwc(data, kernel, stride, padding, dilation, dtype)
-    s = tl.create_schedule(out.op)
-    traverse(s, [out], lambda op: None)
-    schedule_conv2d_nhwc_with(cfg, s, out, out)
+    s = template_schedule(cfg, out, schedule_conv2d_nhwc_with)
     n, oh, ow, k = (static_extent(a) for a in out.op.axis)
     r, kw, c = kernel_shape[0], kernel_shape[1], kernel_shape[2]
     cfg.add_flop(2 * n * oh * ow * k * r * kw * c)

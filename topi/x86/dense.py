@@ -17,12 +17,10 @@ import tensorlang as tl
 from ..nn.dense import batch_matmul, dense, matmul
 from ..nn.utils import PACK_WIDTH
 from .common import (
-    as_tensor_list,
     compute_chain_at,
     static_extent,
-    traverse,
 )
-from .config import config_for
+from .config import schedule_tagged, template_schedule
 
 GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
 
@@ -99,13 +97,7 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
 
 
 def _schedule(outs: tl.Tensor | Sequence[tl.Tensor], tags: Sequence[str]) -> tl.Schedule:
-    outs = as_tensor_list(outs)
-    s = tl.create_schedule([t.op for t in outs])
-    gemms: list[tl.ComputeOp] = []
-    traverse(s, outs, lambda op: gemms.append(op) if op.tag in tags else None)
-    for op in gemms:
-        schedule_gemm_with(config_for(GEMM_TAGS[op.tag], op), s, op.output(0), outs[0])
-    return s
+    return schedule_tagged(outs, {tag: GEMM_TAGS[tag] for tag in tags}, schedule_gemm_with)
 
 
 def schedule_dense(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -124,9 +116,7 @@ def schedule_batch_matmul(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
 
 
 def _template_result(cfg, out: tl.Tensor, inputs: list[tl.Tensor], flop: int) -> tuple:
-    s = tl.create_schedule(out.op)
-    traverse(s, [out], lambda op: None)
-    schedule_gemm_with(cfg, s, out, out)
+    s = template_schedule(cfg, out, schedule_gemm_with)
     cfg.add_flop(flop)
     return s, [*inputs, out]
 

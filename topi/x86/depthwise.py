@@ -16,14 +16,12 @@ import tensorlang as tl
 from ..nn.conv2d import depthwise_conv2d_nchw
 from .common import (
     VECTOR_WIDTH,
-    as_tensor_list,
     compute_chain_at,
     generic_schedule,
     schedule_injective_stage,
     static_extent,
-    traverse,
 )
-from .config import config_for
+from .config import schedule_tagged, template_schedule
 
 TASK = "depthwise_conv2d_nchw.x86"
 
@@ -62,13 +60,9 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
 
 def schedule_depthwise_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule depthwise_conv2d_nchw and its fused elementwise tail."""
-    outs = as_tensor_list(outs)
-    s = tl.create_schedule([t.op for t in outs])
-    convs: list[tl.ComputeOp] = []
-    traverse(s, outs, lambda op: convs.append(op) if op.tag == "depthwise_conv2d_nchw" else None)
-    for op in convs:
-        schedule_depthwise_conv2d_nchw_with(config_for(TASK, op), s, op.output(0), outs[0])
-    return s
+    return schedule_tagged(
+        outs, {"depthwise_conv2d_nchw": TASK}, schedule_depthwise_conv2d_nchw_with
+    )
 
 
 def schedule_group_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -84,9 +78,7 @@ def depthwise_conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, paddin
     data = tl.placeholder(data_shape, dtype, name="data")
     kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
     out = depthwise_conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
-    s = tl.create_schedule(out.op)
-    traverse(s, [out], lambda op: None)
-    schedule_depthwise_conv2d_nchw_with(cfg, s, out, out)
+    s = template_schedule(cfg, out, schedule_depthwise_conv2d_nchw_with)
     n, k, oh, ow = (static_extent(a) for a in out.op.axis)
     cfg.add_flop(2 * n * k * oh * ow * kernel_shape[2] * kernel_shape[3])
     return s, [data, kernel, out]
