@@ -1,6 +1,6 @@
 """Tune a matrix multiplication and compare the result with numpy.
 
-    python tutorials/01_tune_matmul.py                    # 512^3, 200 trials: a few minutes
+    python tutorials/01_tune_matmul.py                    # 512^3, up to 200 trials: a minute
     python tutorials/01_tune_matmul.py --size 1024 --trials 1000
 
 1. A *template* is a function of the problem's shapes that builds a schedule whose choices
@@ -80,7 +80,7 @@ def main() -> None:
     if os.path.exists(opts.log):
         os.remove(opts.log)  # a fresh run (tune would otherwise resume from it)
     result = autotune.tune(task, trials=opts.trials, log_file=opts.log, seed=opts.seed)
-    print(f"\nbest config after {opts.trials} trials: {result.config}")
+    print(f"\nbest of {result.n_results} measured configs: {result.config}")
     print(f"measured during tuning: {result.gflops:.1f} GFLOP/s")
 
     with autotune.apply_history_best(opts.log):
