@@ -161,14 +161,14 @@ def _curve(task: autotune.Task, tuner: Tuner, trials: int) -> list[float]:
     return best
 
 
-def efficiency(trials: int, seeds: Sequence[int]) -> None:
+def efficiency(trials: int, seeds: Sequence[int], tuners: Sequence[str]) -> None:
     print(f"{'workload':14s}{'tuner':8s}{'best GFLOP/s':>14s}{'to 90%':>14s}{'to 95%':>14s}")
     for workload, (name, args) in WORKLOADS.items():
         task = autotune.create_task(name, args)
         curves = {(tn, seed): _curve(task, make(task, seed), trials)
-                  for tn, make in TUNERS.items() for seed in seeds}
+                  for tn, make in TUNERS.items() if tn in tuners for seed in seeds}
         top = max(c[-1] for c in curves.values() if c)
-        for tn in TUNERS:
+        for tn in tuners:
             runs = [curves[(tn, seed)] for seed in seeds]
 
             def reach(frac: float, runs: list[list[float]] = runs, top: float = top) -> str:
@@ -250,10 +250,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--tuners", nargs="+", choices=sorted(TUNERS), default=list(TUNERS))
     parser.add_argument("--template", choices=sorted(THROUGHPUT_TASKS), default="api_matmul")
     args = parser.parse_args()
     if args.what == "efficiency":
-        efficiency(args.trials, args.seeds)
+        efficiency(args.trials, args.seeds, args.tuners)
     elif args.what == "throughput":
         throughput(args.trials, args.template)
     else:
