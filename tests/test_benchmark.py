@@ -16,5 +16,5 @@ def test_compare_orders_a_fast_and_a_slow_callable():
 
 
 def test_samples_last_at_least_min_seconds():
-    assert calls_per_sample(lambda: time.sleep(0.001), min_seconds=0.01) >= 5
+    assert calls_per_sample(lambda: time.sleep(0.001), min_seconds=0.01) >= 2
     assert calls_per_sample(lambda: time.sleep(0.02), min_seconds=0.01) == 1
