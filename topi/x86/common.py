@@ -139,22 +139,26 @@ def _path(s: tl.Schedule, reader: tl.Stage, target: tl.Stage) -> list[tl.Stage] 
 
 
 def compute_chain_at(s: tl.Schedule, out: tl.Tensor, anchor: tl.Tensor, axis: IterVar) -> None:
-    """Compute `anchor` and the elementwise stages between it and `out` inside loop `axis` of
-    `out`, each as a small block under the one that reads it.
+    """Compute `anchor` inside loop `axis` of `out`, with the elementwise stages between them
+    inlined into `out`.
 
-    This is the fusion of an epilogue (bias, relu, ...) into a GEMM-like stage. tensorlang's
-    compute_at needs the direct reader as parent, so the stages are chained rather than inlined:
-    each intermediate gets a single outer loop (a split into one part) under which its producer
-    is placed. Nothing happens when `anchor` is `out`.
+    This is the fusion of an epilogue (bias, relu, ...) into a GEMM-like stage: the epilogue
+    becomes part of `out`'s expression and the anchor's block is computed right before it is
+    read. A stage in between that cannot be inlined is computed at its reader instead, under a
+    one-iteration loop around that reader's block. Nothing happens when `anchor` is `out`.
     """
     chain = _path(s, s[out], s[anchor])
     if chain is None:
         raise ValueError(f"schedule: {out.name} does not read {anchor.name}")
     parent, at = s[out], axis
-    for stage in chain[1:]:
-        stage.compute_at(parent, at)
-        if stage is not chain[-1]:
+    for stage in chain[1:-1]:
+        if is_inlinable(stage.op):
+            stage.compute_inline()
+        else:
+            stage.compute_at(parent, at)
             parent, at = stage, whole_block_loop(stage)
+    if len(chain) > 1:
+        chain[-1].compute_at(parent, at)
 
 
 def whole_block_loop(stage: tl.Stage) -> IterVar:
