@@ -6,17 +6,16 @@ import math
 
 import numpy as np
 import pytest
+from ir_builders import buf, load, loop
 
 from tensorlang import intrin
 from tensorlang.codegen import Target, codegen
-from tensorlang.dtype import HANDLE, INT32, INT64, as_dtype
+from tensorlang.dtype import INT32, INT64, as_dtype
 from tensorlang.expr import BinaryOp, Const, Var, binary, cast, const, select
 from tensorlang.ir import (
     Allocate,
-    Buffer,
     BufferLoad,
     BufferStore,
-    For,
     ForKind,
     IfThenElse,
     LetStmt,
@@ -40,30 +39,6 @@ ALL_DTYPES = [
     "float32",
     "float64",
 ]
-
-
-def buf(name: str, dtype: str, shape: tuple, scope: Scope = Scope.GLOBAL) -> Buffer:
-    return Buffer(
-        name,
-        as_dtype(dtype),
-        tuple(const(s) if isinstance(s, int) else s for s in shape),
-        Var(name, HANDLE),
-        scope,
-    )
-
-
-def load(b: Buffer, index) -> BufferLoad:  # noqa: ANN001
-    return BufferLoad(b, index, b.dtype)
-
-
-def loop(var: Var, extent, body, kind: ForKind = ForKind.SERIAL, lo=0) -> For:  # noqa: ANN001
-    return For(
-        var,
-        const(lo) if isinstance(lo, int) else lo,
-        const(extent) if isinstance(extent, int) else extent,
-        kind,
-        body,
-    )
 
 
 def elementwise(name: str, fn, dtypes: list[str], out_dtype: str, kind=ForKind.SERIAL) -> PrimFunc:  # noqa: ANN001

@@ -10,12 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ir_builders import buf
 
 import tensorlang as tl
-from tensorlang.dtype import HANDLE, INT32, as_dtype
+from tensorlang.dtype import INT32
 from tensorlang.expr import Var, const
-from tensorlang.ir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc
-from tensorlang.lower.bound_check import CheckSite, check_data_dependent_indices, checks_of
+from tensorlang.ir import BufferLoad, BufferStore, For, ForKind, PrimFunc
+from tensorlang.lower.bound_check import (
+    CheckSite,
+    check_data_dependent_indices,
+    checks_of,
+)
 from tensorlang.lower.vectorize import vectorize_loops
 from tensorlang.runtime import Module, build_module, load_module
 
@@ -157,18 +162,13 @@ def test_lowered_ir_names_the_check() -> None:
     assert 'define i32 @"__tl_main"' in mod.get_source("ll")
 
 
-def _buf(name: str, dtype: str, shape: tuple) -> Buffer:
-    dims = tuple(const(s) if isinstance(s, int) else s for s in shape)
-    return Buffer(name, as_dtype(dtype), dims, Var(name, HANDLE))
-
-
 def _scatter(kind: ForKind) -> PrimFunc:
     """Out[Idx[i]] = Val[i] * 2 over n = 4 * m elements, by hand: compute cannot scatter."""
     m = Var("m", INT32)
     idx, val, out = (
-        _buf("Idx", "int32", (m * 4,)),
-        _buf("Val", "float32", (m * 4,)),
-        _buf("Out", "float32", (ROWS,)),
+        buf("Idx", "int32", (m * 4,)),
+        buf("Val", "float32", (m * 4,)),
+        buf("Out", "float32", (ROWS,)),
     )
     i, j = Var("i", INT32), Var("j", INT32)
     flat = i * 4 + j

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ir_builders import buf
 
 from tensorlang.codegen import Target
-from tensorlang.dtype import HANDLE, INT32, as_dtype
+from tensorlang.dtype import INT32
 from tensorlang.expr import Var, const
-from tensorlang.ir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc
+from tensorlang.ir import BufferLoad, BufferStore, For, ForKind, PrimFunc
 from tensorlang.runtime import (
     Module,
     build_module,
@@ -25,19 +26,10 @@ from tensorlang.runtime import (
 from tensorlang.runtime.threadpool import native
 
 
-def _buf(name: str, dtype: str, shape: tuple) -> Buffer:
-    return Buffer(
-        name,
-        as_dtype(dtype),
-        tuple(const(s) if isinstance(s, int) else s for s in shape),
-        Var(name, HANDLE),
-    )
-
-
 def _scaled_add(name: str = "scaled_add", kind: ForKind = ForKind.SERIAL) -> PrimFunc:
     """C[i, j] = A[i, j] + B[j] * 2 with A, C of shape (n, 4) and B of shape (4,)."""
     n = Var("n", INT32)
-    a, b, c = _buf("A", "float32", (n, 4)), _buf("B", "float32", (4,)), _buf("C", "float32", (n, 4))
+    a, b, c = buf("A", "float32", (n, 4)), buf("B", "float32", (4,)), buf("C", "float32", (n, 4))
     i, j = Var("i", INT32), Var("j", INT32)
     value = BufferLoad(a, i * 4 + j, a.dtype) + BufferLoad(b, j, b.dtype) * 2.0
     body = For(
@@ -299,7 +291,7 @@ def test_export_vector_math_kernel(tmp_path: Path) -> None:
     from tensorlang import intrin
     from tensorlang.lower.vectorize import vectorize_loops
 
-    a, c = _buf("A", "float32", (32,)), _buf("C", "float32", (32,))
+    a, c = buf("A", "float32", (32,)), buf("C", "float32", (32,))
     i = Var("i", INT32)
     body = For(
         i,
