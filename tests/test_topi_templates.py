@@ -30,11 +30,6 @@ CASES = {
 }
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
-
-
 def _check(task, config, rng):
     _, reference, reduction = CASES[task.name]
     s, tensors = task.instantiate(config)

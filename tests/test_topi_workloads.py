@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,25 +26,17 @@ _CANDIDATES = [
 _PATH = next((p for p in _CANDIDATES if p.exists()), None)
 _DATA = json.loads(_PATH.read_text()) if _PATH else {}
 FULL = os.environ.get("TOPI_FULL_WORKLOADS") == "1"
-pytestmark = pytest.mark.skipif(_PATH is None, reason="tvm_topi_workloads.json not found")
+pytestmark = [
+    pytest.mark.skipif(_PATH is None, reason="tvm_topi_workloads.json not found"),
+    # Untuned templates warn once per workload; these tests run them untuned on purpose.
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
 
 def cases(op: str, stride: int = 4) -> list:
     """All cases of `op` in a full run, else every `stride`-th one (deterministic)."""
     items = _DATA.get(op, {}).get("cases", [])
     return items if FULL else items[::stride]
-
-
-@pytest.fixture(autouse=True)
-def quiet_fallback():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
 
 
 def _padding(p):
