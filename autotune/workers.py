@@ -116,10 +116,15 @@ class _Worker:
             return
         ctx = _context()
         parent, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, list(sys.path)), daemon=True)
-        self.process.start()
-        child.close()
-        self.conn = parent
+        process = ctx.Process(target=_worker_main, args=(child, list(sys.path)), daemon=True)
+        try:
+            process.start()  # fails e.g. in a script that starts tuning without a main guard
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self.process, self.conn = process, parent
 
     def start_job(self, slot: int, job: Job) -> None:
         self.ensure_started()

@@ -6,12 +6,14 @@ The templates live at module level so that the worker processes can import them 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 
 import numpy as np
 import pytest
 
 import autotune
 import tensorlang as tl
+from autotune import workers
 from autotune.measure import Measurer
 from autotune.result import MeasureErrorNo, MeasureInput
 
@@ -85,6 +87,30 @@ def test_every_failure_kind_is_a_typed_result_and_workers_recover() -> None:
     }, [r.error_msg for r in results]
     assert "cannot handle" in results[1].error_msg
     assert all(c > 0 for c in results[0].costs)
+
+
+def test_a_worker_that_cannot_start_reports_why_and_closes_cleanly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class RefusingProcess:
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("no new processes here")
+
+    class Context:
+        Pipe = staticmethod(multiprocessing.Pipe)
+        Process = RefusingProcess
+
+    monkeypatch.setattr(workers, "_context", Context)
+    pool = workers.WorkerPool(1)
+    never_run = workers.Job(func=len, payload=(), timeout=1.0,
+                            timeout_error=MeasureErrorNo.RUN_TIMEOUT,
+                            crash_error=MeasureErrorNo.RUNTIME_ERROR)
+    with pytest.raises(RuntimeError, match="no new processes"):
+        pool.run([never_run])
+    pool.close()
+    assert all(w.process is None and w.conn is None for w in pool.workers)
 
 
 def test_tune_end_to_end_then_deploy_the_best(tmp_path: object) -> None:
