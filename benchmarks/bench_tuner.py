@@ -4,8 +4,9 @@
     python benchmarks/bench_tuner.py throughput --trials 1000
     python benchmarks/bench_tuner.py model --samples 300
 
-Efficiency: trials each tuner needs to reach 90% / 95% of the best throughput found by any run
-on that template (GEMM, conv2d-like, batch_matmul-like, all written with tensorlang only).
+Efficiency: trials each tuner needs to find a config within 90% / 95% of the fastest config
+found by any run on that template (GEMM, conv2d-like, batch_matmul-like, all written with
+tensorlang only), judged by speeds re-measured side by side (see `_verified_speeds`).
 Throughput: wall time of `tune` on the 1024^3 GEMM template of API.md, split into build, run and
 model (proposal + learning) time per trial. Model quality: pairwise ranking accuracy and recall of
 the true top 10% on held-out configs. Timings vary by 30% between runs on this machine: compare
@@ -149,35 +150,76 @@ def _option() -> autotune.MeasureOption:
                                                                min_repeat_ms=20))
 
 
-def _curve(task: autotune.Task, tuner: Tuner, trials: int) -> list[float]:
-    """Best GFLOP/s after each trial."""
-    best: list[float] = []
+def _trace(task: autotune.Task, tuner: Tuner, trials: int) -> list[tuple[int, float]]:
+    """(config index, measured GFLOP/s) of each trial, in order."""
+    trace: list[tuple[int, float]] = []
 
     def record(t: Tuner, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
-        for r in results:
-            best.append(max(best[-1] if best else 0.0, gflops(task.flop, r)))
+        trace.extend((i.config.index, gflops(task.flop, r)) for i, r in zip(inputs, results))
 
     tuner.tune(trials, _option(), callbacks=[record], batch_size=16)
-    return best
+    return trace
+
+
+def _verified_speeds(task: autotune.Task, traces: Sequence[list[tuple[int, float]]],
+                     margin: float = 0.7, limit: int = 48, rounds: int = 3) -> dict[int, float]:
+    """Median GFLOP/s of the contenders (configs any run measured within `margin` of the best
+    measurement, at most `limit`), re-measured together in `rounds` rounds.
+
+    A tuner sees one noisy timing per config, and the best of thousands of such timings is
+    inflated by luck (by 10-20% here for kernels of tens of microseconds). Judging tuners by the
+    speed of the configs they found, re-measured side by side, rewards finding fast configs
+    rather than drawing a lucky timing. Configs outside the contenders count as slower than 90%.
+    """
+    measured: dict[int, float] = {}
+    for trace in traces:
+        for index, measured_speed in trace:
+            measured[index] = max(measured.get(index, 0.0), measured_speed)
+    top = max(measured.values())
+    contenders = sorted((i for i, g in measured.items() if g >= margin * top),
+                        key=lambda i: -measured[i])[:limit]
+    inputs = [MeasureInput(task, task.config_space.get(i)) for i in contenders]
+    option = _option()
+    rows = [[gflops(task.flop, r) for r in Measurer(option).measure(inputs)]
+            for _ in range(rounds)]  # a fresh Measurer each round: it would reuse its timings
+    option.close()
+    return dict(zip(contenders, np.median(np.asarray(rows), axis=0)))
+
+
+def _trials_to(traces: Sequence[list[tuple[int, float]]], speed: dict[int, float],
+               threshold: float) -> list[int | None]:
+    """For each trace, the first trial whose config has a verified speed >= threshold."""
+    return [next((n + 1 for n, (i, _) in enumerate(trace) if speed.get(i, 0.0) >= threshold),
+                 None) for trace in traces]
+
+
+def _cell(hits: list[int | None]) -> str:
+    return "/".join("-" if h is None else str(h) for h in hits)
 
 
 def efficiency(trials: int, seeds: Sequence[int], tuners: Sequence[str]) -> None:
-    print(f"{'workload':14s}{'tuner':8s}{'best GFLOP/s':>14s}{'to 90%':>14s}{'to 95%':>14s}")
+    """Trials each tuner needs until it measures a config whose re-measured speed is within 90%
+    (95%) of the fastest config any run found; "-" when not within `trials`."""
+    print(f"{'workload':14s}{'tuner':8s}{'best GFLOP/s':>14s}{'to 90%':>18s}{'to 95%':>18s}")
+    to90: dict[str, list[int]] = {tn: [] for tn in tuners}
     for workload, (name, args) in WORKLOADS.items():
         task = autotune.create_task(name, args)
-        curves = {(tn, seed): _curve(task, make(task, seed), trials)
-                  for tn, make in TUNERS.items() if tn in tuners for seed in seeds}
-        top = max(c[-1] for c in curves.values() if c)
+        traces = {(tn, seed): _trace(task, TUNERS[tn](task, seed), trials)
+                  for tn in tuners for seed in seeds}
+        speed = _verified_speeds(task, list(traces.values()))
+        top = max(speed.values())
         for tn in tuners:
-            runs = [curves[(tn, seed)] for seed in seeds]
-
-            def reach(frac: float, runs: list[list[float]] = runs, top: float = top) -> str:
-                hits = [next((i + 1 for i, v in enumerate(c) if v >= frac * top), None)
-                        for c in runs]
-                return "/".join("-" if h is None else str(h) for h in hits)
-
-            best = np.mean([c[-1] for c in runs])
-            print(f"{workload:14s}{tn:8s}{best:14.2f}{reach(0.9):>14s}{reach(0.95):>14s}")
+            runs = [traces[(tn, seed)] for seed in seeds]
+            hits90 = _trials_to(runs, speed, 0.9 * top)
+            to90[tn] += [trials if h is None else h for h in hits90]
+            best = np.mean([max(speed.get(i, g) for i, g in trace) for trace in runs])
+            print(f"{workload:14s}{tn:8s}{best:14.2f}{_cell(hits90):>18s}"
+                  f"{_cell(_trials_to(runs, speed, 0.95 * top)):>18s}")
+    print(f"mean trials to 90% over all workloads and seeds (a miss counts as {trials}):")
+    for tn in tuners:
+        ratio = "" if tn == "random" or "random" not in to90 else (
+            f"  ({np.mean(to90[tn]) / np.mean(to90['random']):.2f}x random)")
+        print(f"  {tn:8s}{np.mean(to90[tn]):8.1f}{ratio}")
 
 
 def throughput(trials: int, template: str) -> None:
