@@ -1,4 +1,4 @@
-"""Core speed benchmarks: GEMM ladder, compile time, call overhead, threads, SIMD.
+"""Core speed benchmarks: GEMM ladder, compile time, call overhead, threads, SIMD, reductions.
 
     python benchmarks/bench_core.py [--size 1024]
 
@@ -10,6 +10,7 @@ To compare with a current numpy, unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE fo
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import statistics
 import sys
@@ -145,6 +146,44 @@ def simd_speedup(n: int = 1 << 20) -> float:
     return compare(lambda: vector(a, out), lambda: scalar(a, out), repeat=7).speedup
 
 
+def dot_kernel(n: int, lanes: int = 64):
+    """A dot product reduced by every thread and every vector lane at once, via two rfactors:
+    one gives each thread a part of k, the other gives each lane of a 64-wide vector (four
+    AVX-512 registers, so four independent FMA chains) its own partial sum."""
+    A = tl.placeholder((n,), "float32", name="A")
+    B = tl.placeholder((n,), "float32", name="B")
+    k = tl.reduce_axis((0, n), name="k")
+    C = tl.compute((1,), lambda i: tl.sum(A[k] * B[k], axis=k), name="C")
+    s = tl.create_schedule(C.op)
+    part, _ = s[C].split(k, nparts=tl.get_num_threads())
+    per_thread = s.rfactor(C, part)
+    (inner,) = s[per_thread].op.reduce_axis
+    _, lane = s[per_thread].split(inner, factor=lanes)
+    partial = s.rfactor(per_thread, lane, factor_axis=2)  # lanes last: contiguous vectors
+    thread, _, vector = s[partial].op.axis
+    (steps,) = s[partial].op.reduce_axis
+    s[partial].reorder(thread, steps, vector)
+    s[partial].parallel(thread)
+    s[partial].vectorize(vector)
+    return tl.build(s, [A, B, C])
+
+
+def dot_product_ratios(sizes: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 22)
+                       ) -> list[tuple[int, float]]:
+    """(n, numpy time / our time) for float32 dot products of n elements."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        f = dot_kernel(n)
+        a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+        c = np.zeros(1, "float32")
+        f(a, b, c)
+        np.testing.assert_allclose(c[0], np.dot(a, b), rtol=1e-4)
+        result = compare(functools.partial(f, a, b, c), functools.partial(np.dot, a, b), repeat=7)
+        rows.append((n, result.speedup))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="GEMM size")
@@ -163,6 +202,8 @@ def main() -> int:
         print(f"\ncall overhead, 3 arrays of 4 floats: {ours:.2f} us (numpy np.add(out=): {ref:.2f} us)")
         print(f"parallel elementwise, {tl.get_num_threads()} threads vs 1: {thread_speedup():.2f}x")
         print(f"vectorized vs scalar elementwise (1 thread): {simd_speedup():.2f}x")
+        for n, ratio in dot_product_ratios():
+            print(f"dot product of {n} floats (rfactor: threads x lanes): {ratio:.2f}x np.dot")
     except AssertionError as exc:
         print(f"WRONG RESULT: {exc}", file=sys.stderr)
         return 1

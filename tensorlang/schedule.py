@@ -17,19 +17,23 @@ from typing import Union
 
 from .expr import (
     BinaryOp,
+    CompareOp,
     Const,
     Expr,
     IterKind,
     IterVar,
     Node,
     Range,
+    Reduce,
+    Select,
     TensorRead,
     Var,
     binary,
+    compare,
     const,
 )
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-from .visitor import Mutator
+from .visitor import Mutator, substitute
 
 
 class ScheduleError(ValueError):
@@ -521,6 +525,69 @@ class Schedule:
         stage._record("cache_write", f"{scope!r} -> {cache.name}")
         return cache
 
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Split a reduction in two stages around `axis`.
+
+        A new stage reduces over every reduction axis but `axis` and keeps `axis` as a data axis
+        (at position `factor_axis` of its shape); `tensor` then only reduces that over `axis`.
+        The partial results are independent, so the new stage can run `axis` in parallel or as
+        SIMD lanes, which a reduction axis itself never can.
+
+        `axis` is a reduction axis of the stage or one part of a `split` of one; call rfactor
+        before any other step on the stage.
+
+        Returns:
+            The tensor of partial results; schedule it like any other stage.
+        """
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"rfactor: expected a Tensor, got {type(tensor).__name__}")
+        stage = self[tensor]
+        stage._require_compute("rfactor")
+        stage._require_leaf(axis, "rfactor")
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        reduce = op.body[0]
+        if op.num_outputs != 1 or not isinstance(reduce, Reduce) or len(reduce.source) != 1:
+            raise ScheduleError(f"rfactor: stage {stage.name} is not a single reduction")
+        if axis.kind is not IterKind.REDUCE:
+            raise ScheduleError(f"rfactor: axis {axis.name} of stage {stage.name} is not a "
+                                "reduction axis")
+        if stage.attach is not AttachKind.ROOT or stage.annotations or stage.pragmas or any(
+                not (isinstance(r, Split) and (axis is r.outer or axis is r.inner))
+                for r in stage.relations):
+            raise ScheduleError(f"rfactor: stage {stage.name} is already scheduled; call rfactor "
+                                "first (after at most the split that makes its axis)")
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not (
+                0 <= factor_axis <= len(op.axis)):
+            raise ScheduleError(f"rfactor: factor_axis must be an int in [0, {len(op.axis)}] for "
+                                f"stage {stage.name}, got {factor_axis!r}")
+        kept, rest, index_of, guard = _factored_axes(op, axis, stage.relations)
+        data = [IterVar(Var(iv.name, iv.var.dtype), iv.dom, iv.kind) for iv in op.axis]
+        mapping: dict[Var, Expr] = {iv.var: new.var for iv, new in zip(op.axis, data)}
+        mapping.update(index_of)
+        source = substitute(reduce.source[0], mapping)
+        condition = substitute(reduce.condition, mapping)
+        if guard is not None:
+            condition = binary(BinaryOp.AND, condition, guard)
+        if rest:
+            partial = Reduce(reduce.combiner, (source,), tuple(rest), condition, 0, reduce.dtype)
+        elif isinstance(condition, Const) and condition.value:
+            partial = source
+        else:
+            partial = Select(condition, source, reduce.combiner.identity[0], reduce.dtype)
+        data.insert(factor_axis, kept)
+        factored = ComputeOp(f"{op.name}.rf", op.tag, op.attrs, tuple(data), (partial,))
+        r = _new_iter_var(f"{axis.name}.v", kept.dom.extent, IterKind.REDUCE)
+        indices = [iv.var for iv in op.axis]
+        indices.insert(factor_axis, r.var)
+        final = Reduce(reduce.combiner, (factored.outputs[0][tuple(indices)],), (r,),
+                       const(True), 0, reduce.dtype)
+        stage.relations.clear()
+        self._replace_op(stage, (final,))
+        self._insert_before(Stage(factored, self), stage)
+        stage._record("rfactor", f"{axis.name}, factor_axis={factor_axis}")
+        return factored.outputs[0]
+
     def _replace_op(self, stage: Stage, body: tuple[Expr, ...]) -> None:
         """Give `stage` a new op with the same data axes (so existing loop handles stay valid)."""
         old = stage.op
@@ -531,6 +598,38 @@ class Schedule:
         self._by_op[new] = stage
         if reduce_changed:
             stage._reset_axes()
+
+
+def _factored_axes(op: ComputeOp, axis: IterVar, relations: Sequence[Relation]
+                   ) -> tuple[IterVar, list[IterVar], dict[Var, Expr], Expr | None]:
+    """For rfactor of `axis`: the new data axis, the remaining reduction axes (all fresh), how
+    to compute the original reduction variables from them, and a guard for the points past the
+    extent that a non-dividing split adds (None when there are none)."""
+
+    def fresh(iv: IterVar, kind: IterKind) -> IterVar:
+        return _new_iter_var(iv.name, iv.dom.extent, kind)
+
+    split = relations[0] if relations else None
+    parent = split.parent if isinstance(split, Split) else axis
+    rest = [fresh(iv, IterKind.REDUCE) for iv in op.reduce_axis if iv is not parent]
+    index_of: dict[Var, Expr] = {
+        iv.var: binary(BinaryOp.ADD, iv.dom.min, new.var)
+        for iv, new in zip([iv for iv in op.reduce_axis if iv is not parent], rest)
+    }
+    if not isinstance(split, Split):
+        kept = fresh(axis, IterKind.DATA_PAR)
+        index_of[parent.var] = binary(BinaryOp.ADD, parent.dom.min, kept.var)
+        return kept, rest, index_of, None
+    outer = fresh(split.outer, IterKind.DATA_PAR if axis is split.outer else IterKind.REDUCE)
+    inner = fresh(split.inner, IterKind.DATA_PAR if axis is split.inner else IterKind.REDUCE)
+    kept, other = (outer, inner) if axis is split.outer else (inner, outer)
+    offset = binary(BinaryOp.ADD, _mul(outer.var, split.inner.dom.extent), inner.var)
+    index_of[parent.var] = binary(BinaryOp.ADD, parent.dom.min, offset)
+    covered = _mul(split.outer.dom.extent, split.inner.dom.extent)
+    exact = isinstance(covered, Const) and isinstance(parent.dom.extent, Const) and (
+        int(covered.value) == int(parent.dom.extent.value))
+    guard = None if exact else compare(CompareOp.LT, offset, parent.dom.extent)
+    return kept, [other, *rest], index_of, guard
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:

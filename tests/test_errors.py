@@ -270,3 +270,27 @@ def test_integer_division_by_zero_in_data_gives_zero():
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(q, a // b)
         np.testing.assert_array_equal(r, a % b)
+
+
+def test_rfactor_rejects_bad_requests():
+    A, W, C = gemm()
+    s = tl.create_schedule(C.op)
+    with pytest.raises(TypeError, match="expected a Tensor"):
+        s.rfactor(C.op, C.op.reduce_axis[0])
+    with pytest.raises(tl.ScheduleError, match=r"axis i of stage C is not a reduction axis"):
+        s.rfactor(C, C.op.axis[0])
+    with pytest.raises(tl.ScheduleError, match=r"factor_axis must be an int in \[0, 2\]"):
+        s.rfactor(C, C.op.reduce_axis[0], factor_axis=3)
+    _, B = simple()
+    with pytest.raises(tl.ScheduleError, match="stage B is not a single reduction"):
+        tl.create_schedule(B.op).rfactor(B, B.op.axis[0])
+    s[C].vectorize(C.op.axis[1])
+    with pytest.raises(tl.ScheduleError, match="stage C is already scheduled; call rfactor first"):
+        s.rfactor(C, C.op.reduce_axis[0])
+    s = tl.create_schedule(C.op)
+    ko, ki = s[C].split(C.op.reduce_axis[0], factor=2)
+    s[C].split(ki, factor=2)
+    with pytest.raises(tl.ScheduleError, match="already scheduled"):
+        s.rfactor(C, ko)
+    with pytest.raises(tl.ScheduleError, match="already been split"):
+        s.rfactor(C, ki)

@@ -1,7 +1,8 @@
 """Property-based fuzzing: random computes under random legal schedules must equal numpy.
 
-Each test draws a computation (elementwise chains, reductions, matmul, a padded convolution),
-applies a random sequence of schedule primitives that are legal for it, builds, runs and compares.
+Each test draws a computation (elementwise chains, reductions, rfactor, matmul, a padded
+convolution), applies a random sequence of schedule primitives that are legal for it, builds,
+runs and compares.
 """
 
 from __future__ import annotations
@@ -86,6 +87,31 @@ def test_reduction(data, n, m, dtype, reducer):
     k = tl.reduce_axis((0, m), name="k")
     R = tl.compute((n,), lambda i: getattr(tl, reducer)(A[i, k], axis=k), name="R")
     s = tl.create_schedule(R.op)
+    random_loop_schedule(data, s, R)
+    a = random_array((n, m), dtype, rng)
+    expected = getattr(np, reducer)(a, axis=1).astype(dtype)
+    check(s, [A, R], [a], expected, dtype)
+
+
+@FUZZ
+@given(data=st.data(), n=dims, m=dims, dtype=dtypes, reducer=st.sampled_from(["sum", "max", "min"]))
+def test_rfactor(data, n, m, dtype, reducer):
+    """rfactor of a whole axis or of one part of a split, then random schedules of both stages
+    (the factored axis is a data axis of the partial stage, so it may be parallel)."""
+    rng = np.random.default_rng(n * 5 + m)
+    A = tl.placeholder((n, m), dtype, name="A")
+    k = tl.reduce_axis((0, m), name="k")
+    R = tl.compute((n,), lambda i: getattr(tl, reducer)(A[i, k], axis=k), name="R")
+    s = tl.create_schedule(R.op)
+    how = data.draw(st.sampled_from(["whole", "factor", "nparts"]), label="how")
+    if how == "whole":
+        axis = k
+    else:
+        size = data.draw(st.integers(1, 9), label="size")
+        ko, ki = s[R].split(k, factor=size) if how == "factor" else s[R].split(k, nparts=size)
+        axis = data.draw(st.sampled_from([ko, ki]), label="factored")
+    RF = s.rfactor(R, axis, factor_axis=data.draw(st.integers(0, 1), label="factor_axis"))
+    random_loop_schedule(data, s, RF)
     random_loop_schedule(data, s, R)
     a = random_array((n, m), dtype, rng)
     expected = getattr(np, reducer)(a, axis=1).astype(dtype)

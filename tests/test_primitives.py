@@ -344,3 +344,99 @@ def test_intermediate_with_symbolic_ceil_division_shape(rng):
         c = np.zeros(size, "float32")
         f(a, c)
         np.testing.assert_allclose(c, a + 1, rtol=1e-6)
+
+
+RFACTOR_MODES = ["inner_of_split", "outer_of_nparts", "whole_axis", "last_axis"]
+
+
+@pytest.mark.parametrize("mode", RFACTOR_MODES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_rfactor_matches_numpy(mode, dtype, rng):
+    """Sum over (k, r) of a (5, 37, 3) array, with k starting at 2 and a where= on r, factored
+    in each supported way; the factored axis runs in parallel or as vector lanes."""
+    A = tl.placeholder((5, 39, 3), dtype, name="A")
+    k = tl.reduce_axis((2, 39), name="k")
+    r = tl.reduce_axis((0, 3), name="r")
+    C = tl.compute((5,), lambda i: tl.sum(A[i, k, r], axis=[k, r], where=r != 1), name="C")
+    s = tl.create_schedule(C.op)
+    if mode == "inner_of_split":
+        _, ki = s[C].split(k, factor=8)  # 37 = 4 * 8 + 5: the tail is guarded
+        CF = s.rfactor(C, ki)
+        s[CF].vectorize(s[CF].op.axis[0])
+    elif mode == "outer_of_nparts":
+        ko, _ = s[C].split(k, nparts=3)
+        CF = s.rfactor(C, ko, factor_axis=1)
+        s[CF].parallel(s[CF].op.axis[1])
+    elif mode == "whole_axis":
+        CF = s.rfactor(C, k, factor_axis=1)
+        s[CF].parallel(s[CF].op.axis[0])
+    else:
+        CF = s.rfactor(C, r)  # the condition on r moves to the partial stage's data axis
+    a = random_array((5, 39, 3), dtype, rng)
+    expected = a[:, 2:, [0, 2]].sum(axis=(1, 2)).astype(dtype)
+    c = np.zeros(5, dtype)
+    tl.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c, expected, **tolerance(dtype))
+    assert CF.op.name == "C.rf" and len(CF.shape) == 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_rfactor_of_the_only_reduction_axis_leaves_a_select(dtype, rng):
+    A = tl.placeholder((4, 11), dtype, name="A")
+    k = tl.reduce_axis((0, 11), name="k")
+    C = tl.compute((4,), lambda i: tl.max(A[i, k], axis=k, where=k % 3 != 0), name="C")
+    s = tl.create_schedule(C.op)
+    CF = s.rfactor(C, k)
+    assert not CF.op.reduce_axis
+    a = random_array((4, 11), dtype, rng)
+    c = np.zeros(4, dtype)
+    tl.build(s, [A, C])(a, c)
+    np.testing.assert_array_equal(c, a[:, [j for j in range(11) if j % 3]].max(axis=1))
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_rfactor_vectorized_dot_product_and_other_reducers(reducer, rng):
+    n = 1000
+    A = tl.placeholder((n,), "float32", name="A")
+    B = tl.placeholder((n,), "float32", name="B")
+    k = tl.reduce_axis((0, n), name="k")
+    for name in ("sum", reducer):
+        C = tl.compute((1,), lambda i, name=name: getattr(tl, name)(A[k] * B[k], axis=k), name="C")
+        s = tl.create_schedule(C.op)
+        _, ki = s[C].split(k, factor=16)
+        CF = s.rfactor(C, ki)
+        lanes, _ = s[CF].op.axis
+        (ko,) = s[CF].op.reduce_axis
+        s[CF].reorder(ko, lanes)
+        s[CF].vectorize(lanes)
+        f = tl.build(s, [A, B, C])
+        a, b = random_array((n,), "float32", rng), random_array((n,), "float32", rng)
+        c = np.zeros(1, "float32")
+        f(a, b, c)
+        expected = (a @ b) if name == "sum" else getattr(np, name)(a * b)
+        np.testing.assert_allclose(c[0], expected, rtol=1e-4)
+        assert "zmm" in f.get_source("asm") or "ymm" in f.get_source("asm")
+
+
+@pytest.mark.parametrize("n", [1, 37, 1000])
+def test_rfactor_of_a_factored_stage_runs_threads_times_lanes(n, rng):
+    """Two rfactors: each thread sums a part of k, and within it each vector lane its own
+    partial sum (the schedule of a fast dot product)."""
+    A = tl.placeholder((n,), "float64", name="A")
+    B = tl.placeholder((n,), "float64", name="B")
+    k = tl.reduce_axis((0, n), name="k")
+    C = tl.compute((1,), lambda i: tl.sum(A[k] * B[k], axis=k), name="C")
+    s = tl.create_schedule(C.op)
+    part, _ = s[C].split(k, nparts=3)
+    per_thread = s.rfactor(C, part)
+    _, lane = s[per_thread].split(s[per_thread].op.reduce_axis[0], factor=8)
+    partial = s.rfactor(per_thread, lane, factor_axis=2)
+    thread, _, vector = s[partial].op.axis
+    s[partial].reorder(thread, s[partial].op.reduce_axis[0], vector)
+    s[partial].parallel(thread)
+    s[partial].vectorize(vector)
+    a, b = random_array((n,), "float64", rng), random_array((n,), "float64", rng)
+    c = np.zeros(1, "float64")
+    tl.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_allclose(c[0], a @ b, rtol=1e-10)
+    assert partial.shape[0].value == 3 and partial.shape[2].value == 8
