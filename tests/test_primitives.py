@@ -440,3 +440,24 @@ def test_rfactor_of_a_factored_stage_runs_threads_times_lanes(n, rng):
     tl.build(s, [A, B, C])(a, b, c)
     np.testing.assert_allclose(c[0], a @ b, rtol=1e-10)
     assert partial.shape[0].value == 3 and partial.shape[2].value == 8
+
+
+def test_rfactor_of_a_non_dividing_split_leaves_the_bound_check_to_the_tail():
+    n = tl.var("n")
+    A = tl.placeholder((n,), "float32", name="A")
+    k = tl.reduce_axis((0, n), name="k")
+    C = tl.compute((1,), lambda i: tl.sum(A[k], axis=k), name="C")
+    s = tl.create_schedule(C.op)
+    _, ki = s[C].split(k, factor=16)
+    CF = s.rfactor(C, ki, factor_axis=1)
+    _, lanes = s[CF].op.axis
+    s[CF].reorder(s[CF].op.reduce_axis[0], lanes)
+    s[CF].vectorize(lanes)
+    text = str(tl.lower(s, [A, C]))
+    main, tail = text.split("for k.outer in range(n // 16):")[1].split("for k.outer in range(")[:2]
+    assert "mask" not in main and "mask" in tail, text
+    f = tl.build(s, [A, C])
+    for size in (1, 16, 37):
+        a, c = np.arange(size, dtype="float32"), np.zeros(1, "float32")
+        f(a, c)
+        assert c[0] == a.sum()

@@ -330,7 +330,10 @@ class LoopNestBuilder:
         update: Stmt = ProducerStore(buf, store_index, combined)
         condition = simplify(self._rewrite_reads(substitute(reduce.condition, values)))
         if not (isinstance(condition, Const) and condition.value):
-            update = IfThenElse(condition, update)
+            # A condition on indices alone (like the bound that rfactor adds for a split that
+            # does not divide) usually holds on a range of the loop: let partitioning remove it
+            # from the main iterations.
+            update = IfThenElse(condition, update, None, likely=not _reads_memory(condition))
         update = self._guarded(update, self._guards(stage, include_reduce=True))
         update_nest = self._wrap_loops(stage, leaves[split_at:], update, attach=True)
         return self._wrap_loops(stage, leaves[:split_at], seq(init_nest, update_nest), attach=True)
@@ -382,3 +385,8 @@ def build_loop_nest(schedule: Schedule, args: Sequence[Tensor], name: str) -> Pr
     """Loop IR for `schedule` with `args` as the kernel's buffer parameters, in order."""
     return LoopNestBuilder(schedule, args, name).build()
 
+
+def _reads_memory(e: Expr) -> bool:
+    found: list[bool] = []
+    post_order_visit(e, lambda n: found.append(True) if isinstance(n, ProducerLoad) else None)
+    return bool(found)
