@@ -58,6 +58,14 @@ def test_random_configs_are_correct(name, rng):
             continue  # a config the template rejects (too many registers) is never measured
 
 
+def test_every_config_of_the_batch_one_dense_space_is_correct(rng):
+    """Batch-1 dense has its own space (vector lanes over K, outputs per step)."""
+    task = autotune.create_task("dense.x86", ((1, 45), (37, 45), "float32"))
+    assert set(task.config_space.knobs) == {"gemv_lanes", "gemv_rows"}
+    for index in range(len(task.config_space)):
+        _check(task, index, rng)
+
+
 def test_documented_task_arguments():
     """The task forms of shared/API.md."""
     m, k, n = 64, 48, 32

@@ -4,7 +4,8 @@ The GEMM recipe of shared/DESIGN.md: the right operand is already packed in 16-w
 the compute; the output is tiled into register blocks of `tile_y` rows x `tile_x` columns
 (multiples of 16) accumulated in a local buffer (cache_write, or the fused epilogue's block),
 over K unrolled by `tile_k`; the (batch, column block, row block) loops are fused and run in
-parallel, and the panel packing runs in parallel over panels.
+parallel, and the panel packing runs in parallel over panels. Batch-1 dense is a matrix-vector
+product instead (`schedule_gemv_with`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..nn.utils import PACK_WIDTH
 from .common import (
     compute_chain_at,
     static_extent,
+    whole_block_loop,
 )
 from .config import schedule_tagged, template_schedule
 
@@ -59,6 +61,9 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     axes = gemm.op.axis
     m, n = static_extent(axes[-2]), static_extent(axes[-1])
     k = static_extent(gemm.op.reduce_axis[0])
+    if m == 1 and len(axes) == 2 and gemm.op.tag == "dense":
+        schedule_gemv_with(cfg, s, gemm, out, packed)
+        return
     _define_space(cfg, m, n, k)
 
     p = s[packed]
@@ -94,6 +99,35 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     g.unroll(gj_outer)
     g.unroll(gi)
     g.unroll(k_inner)
+
+
+def schedule_gemv_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor,
+                       packed: tl.Tensor) -> None:
+    """Batch-1 dense: each weight is read once, so packing it into panels would cost as much
+    as the product. Rows of the weight are contiguous in K, so the reduction is factored into
+    `gemv_lanes` vector lanes (rfactor), `gemv_rows` outputs at a time to interleave their
+    FMA chains, with the blocks of outputs in parallel."""
+    cfg.define_knob("gemv_lanes", [16, 8, 32])
+    cfg.define_knob("gemv_rows", [8, 4, 2, 16])
+    if cfg.is_fallback:
+        cfg.fallback_knob("gemv_lanes", 16)
+        cfg.fallback_knob("gemv_rows", 8)
+    s[packed].compute_inline()
+    _, k_lanes = s[gemm].split(gemm.op.reduce_axis[0], factor=cfg["gemv_lanes"].val)
+    partial = s.rfactor(gemm, k_lanes, factor_axis=2)
+    o = s[out]
+    j_outer, _ = o.split(o.op.axis[1], factor=cfg["gemv_rows"].val)
+    o.parallel(j_outer)
+    compute_chain_at(s, out, gemm, j_outer)
+    p = s[partial]
+    if gemm.op is out.op:
+        p.compute_at(o, j_outer)
+    else:  # the reader is the product stage, itself computed at j_outer of the epilogue
+        p.compute_at(s[gemm], whole_block_loop(s[gemm]))
+    i, j, lanes = p.op.axis
+    p.reorder(i, p.op.reduce_axis[0], j, lanes)
+    p.vectorize(lanes)
+    p.unroll(j)
 
 
 def _schedule(outs: tl.Tensor | Sequence[tl.Tensor], tags: Sequence[str]) -> tl.Schedule:
