@@ -347,6 +347,7 @@ class Simplifier(Mutator):
             if op is BinaryOp.MUL and not (_is_const(a) or _is_const(b)):
                 return None
             lin = self._linear(Binary(op, a, b, t))
+            self._recombine_div_mod(lin)
             return lin.to_expr()
         if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and _is_const(b) and int(b.value) > 0:
             return self._div_mod(op, a, int(b.value), t)
@@ -361,6 +362,20 @@ class Simplifier(Mutator):
             if lo >= 0:
                 return b if op is BinaryOp.MIN else a
         return None
+
+    def _recombine_div_mod(self, lin: _Linear) -> None:
+        """c*d*(x // d) + c*(x % d) = c*x: undoes the index split of a padded or packed layout
+        read through its original index (so that bounds on x apply again)."""
+        for key, atom in list(lin.atoms.items()):
+            coef = lin.terms.get(key, 0)
+            if not (coef and isinstance(atom, Binary) and atom.op is BinaryOp.FLOORMOD
+                    and _is_const(atom.b) and int(atom.b.value) > 0):
+                continue
+            div = Binary(BinaryOp.FLOORDIV, atom.a, atom.b, atom.dtype)
+            div_key = structural_key(div)
+            if lin.terms.get(div_key, 0) == coef * int(atom.b.value):
+                lin.terms[key] = lin.terms[div_key] = 0
+                lin.add(self._linear(atom.a), coef)
 
     def _div_mod(self, op: BinaryOp, a: Expr, d: int, t: DType) -> Expr:
         if d == 1:

@@ -31,6 +31,9 @@ RANGES = {io: (0, 10), ii: (0, 3)}
         ((n + 7) // 8 * 8 - (n + 7) // 8 * 8, "0"),
         (tl.minimum(n // 8, (n + 7) // 8), "n // 8"),
         (8 - n + n, "8"),
+        ((n * 4) // 16 * 16 + (n * 4) % 16, "n * 4"),
+        ((n + 1) // 8 * 24 + (n + 1) % 8 * 3 + io, "n * 3 + io + 3"),
+        (n // 16 * 8 + n % 16, "n // 16 * 8 + n % 16"),
     ],
 )
 def test_simplify_rules(expr, expected):
@@ -81,6 +84,7 @@ def test_simplify_preserves_value(a, b, c, d, x, y):
         (io * a + ii * b + c) % d,
         tl.maximum(io * a, ii * b + c) - tl.minimum(io, ii * d),
         (io * c + ii) // c * d + (io * c + ii) % c,
+        (io * a + ii + b) // d * (d * c) + (io * a + ii + b) % d * c,
     ]
     env = {io: tl.const(x), ii: tl.const(y)}
     for e in exprs:
