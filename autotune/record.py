@@ -196,10 +196,10 @@ class ApplyHistoryBest:
                 self._any_target[key] = rec
         self._context: Iterator[Any] | None = None
 
-    def query(self, workload_key: str, target: str) -> int | None:
-        """The best config index for this workload and target, or None."""
+    def query(self, workload_key: str, target: str) -> tuple[int, dict[str, Any]] | None:
+        """The best config for this workload and target as (index, readable knobs), or None."""
         rec = self.best.get((workload_key, target)) or self._any_target.get(workload_key)
-        return rec.config_index if rec is not None else None
+        return (rec.config_index, rec.knobs) if rec is not None else None
 
     def __enter__(self) -> ApplyHistoryBest:
         self._context = dispatch_context(self)

@@ -11,8 +11,9 @@ defined; it answers `cfg[name]` with the knob's first entity so that the templat
 from __future__ import annotations
 
 import itertools
+import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -589,6 +590,15 @@ class ConfigEntity(_KnobDefiner):
     def to_json(self) -> dict[str, Any]:
         """{"index": ..., "knobs": {name: readable value}} for logs."""
         return {"index": self.index, "knobs": {k: e.to_json() for k, e in self._entities.items()}}
+
+    def matches(self, knobs: Mapping[str, Any]) -> bool:
+        """Whether readable knob values from a log describe this config. A log of an older
+        version of the template can give an index that means another config today; a log
+        without knob values is trusted."""
+        if not knobs:
+            return True
+        own = self.to_json()["knobs"]
+        return json.loads(json.dumps(own)) == json.loads(json.dumps(dict(knobs)))
 
     def __repr__(self) -> str:
         knobs = ", ".join(f"{k}={e!r}" for k, e in self._entities.items())

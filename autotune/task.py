@@ -41,8 +41,9 @@ _current_target: contextvars.ContextVar[str] = contextvars.ContextVar(
 class DispatchContext(Protocol):
     """Where directly called templates look for a tuned config (see `apply_history_best`)."""
 
-    def query(self, workload_key: str, target: str) -> int | None:
-        """The best config index recorded for this workload and target, or None."""
+    def query(self, workload_key: str, target: str) -> tuple[int, dict[str, Any]] | None:
+        """The best config recorded for this workload and target, as (index, readable knob
+        values), or None."""
 
 
 _dispatch: contextvars.ContextVar[DispatchContext | None] = contextvars.ContextVar(
@@ -204,15 +205,20 @@ def query_config(name: str, args: Sequence[Any]) -> ConfigEntity | FallbackConfi
     key = workload_key(workload)
     target = current_target()
     context = _dispatch.get()
-    index = context.query(key, target) if context is not None else None
-    if index is not None:
+    found = context.query(key, target) if context is not None else None
+    reason = "no tuned config"
+    if found is not None:
+        index, knobs = found
         space = get_template(name).space_for(args, target)
-        if index < space.range_length:
-            return space.get(index)
+        config = space.get(index) if index < space.range_length else None
+        if config is not None and config.matches(knobs):
+            return config
+        # The template changed since the log was written: its index means another config now.
+        reason = "the logged config does not exist in the current template's space"
     if key not in _warned_fallback:
         _warned_fallback.add(key)
         warnings.warn(
-            f"no tuned config for workload {key}; using the fallback config (tune it and use "
+            f"{reason} for workload {key}; using the fallback config (tune it and use "
             "autotune.apply_history_best for speed)",
             stacklevel=3,
         )

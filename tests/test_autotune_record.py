@@ -93,6 +93,30 @@ def test_resume_skips_measured_configs(tmp_path: object) -> None:
     assert len(measured) == 4 and nothing.config.index == second.config.index
 
 
+def test_a_log_of_an_older_template_version_is_not_applied(tmp_path: object) -> None:
+    """A record whose knobs differ from what its index means in the template's space today
+    (the template was changed after tuning) gives the fallback, not some other config."""
+    task = autotune.create_task("test_record/scale", (96,))
+    log = tmp_path / "log.jsonl"
+    autotune.tune(task, trials=4, tuner="grid", log_file=log, measure_option=fake_measure,
+                  progress=False)
+    (best,) = autotune.best_records(autotune.load_records(log)).values()
+    line = json.loads(log.read_text().splitlines()[-1])
+    line["config"] = {"index": best.config_index, "knobs": {"tile": [-1, 4]}}
+    line["result"]["costs"] = [1e-9]  # the fastest record, so it is the one looked up
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+    with autotune.apply_history_best(log):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s, args = scale(96)
+        assert any("does not exist in the current template" in str(w.message) for w in caught)
+        assert "range(16)" in str(tl.lower(s, args))  # the fallback's inner factor
+    tuner = autotune.tuner.RandomTuner(task)
+    tuner.load_history(autotune.load_records(log))
+    assert tuner.trial_count == 4  # the stale record is neither resumed nor learnt from
+
+
 def test_apply_history_best_and_fallback(tmp_path: object) -> None:
     task = autotune.create_task("test_record/scale", (64,))
     log = tmp_path / "log.jsonl"

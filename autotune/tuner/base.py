@@ -197,8 +197,10 @@ class Tuner:
         for r in records:
             if r.key == self.task.key and r.target == self.task.target:
                 if 0 <= r.config_index < self.space.range_length:
-                    own_inputs.append(MeasureInput(self.task, self.space.get(r.config_index)))
-                    own_results.append(r.result)
+                    config = self.space.get(r.config_index)
+                    if config.matches(r.knobs):  # else logged by another template version
+                        own_inputs.append(MeasureInput(self.task, config))
+                        own_results.append(r.result)
             elif r.template_name == self.task.name:
                 others.append(r)
         if others:

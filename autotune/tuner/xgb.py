@@ -152,7 +152,9 @@ class XGBTuner(Tuner):
             if self.feature_type == "knob" and other.config_space.dims != self.space.dims:
                 continue  # knob indices only mean the same thing in an identical space
             extractor = FeatureExtractor(other, self.feature_type)
-            valid = [r for r in group if 0 <= r.config_index < other.config_space.range_length]
+            space = other.config_space
+            valid = [r for r in group if 0 <= r.config_index < space.range_length
+                     and space.get(r.config_index).matches(r.knobs)]
             xs = extractor.get([r.config_index for r in valid])
             ys = np.asarray([1.0 / r.result.mean if r.result.ok else 0.0 for r in valid])
             ok = ~np.isnan(xs).any(axis=1)
