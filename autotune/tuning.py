@@ -85,7 +85,8 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
     already = t.trial_count
     todo = max(0, trials - already)
     cbs = list(callbacks)
-    bar = Progress(todo, name=task.name) if progress and todo else None
+    shown = min(todo, max(0, len(task.config_space) - len(t.visited)))  # a small space ends early
+    bar = Progress(shown, name=task.name) if progress and shown else None
     if bar is not None:
         cbs.append(bar)
     if log_file is not None:

@@ -136,3 +136,11 @@ def test_apply_history_best_and_fallback(tmp_path: object) -> None:
     with autotune.apply_history_best(records):
         s, args = scale(64)
         assert "range(64)" in str(tl.lower(s, args))
+
+
+def test_progress_counts_to_the_end_of_a_small_space(capsys: pytest.CaptureFixture) -> None:
+    task = autotune.create_task("test_record/scale", (64,))
+    size = len(task.config_space)
+    autotune.tune(task, trials=1000, tuner="grid", measure_option=fake_measure)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert f"trials {size}/{size}" in lines[-1] and "ETA 0:00" in lines[-1]
