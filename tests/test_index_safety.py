@@ -56,14 +56,14 @@ def _embedding(schedule: Scheduler) -> Module:
     return tl.build(s, [w, idx, out])
 
 
-def _gather(schedule: Scheduler) -> Module:
+def _gather(schedule: Scheduler, name: str = "main") -> Module:
     """Out[i] = W[Idx[i]]: one data-dependent index per lane when vectorized (a gather)."""
     w = tl.placeholder((ROWS,), name="W")
     idx = tl.placeholder((N,), name="Idx", dtype="int32")
     out = tl.compute((N,), lambda i: w[idx[i]], name="Gather")
     s = tl.create_schedule(out.op)
     schedule(s, out)
-    return tl.build(s, [w, idx, out])
+    return tl.build(s, [w, idx, out], name=name)
 
 
 BUILDERS = {"embedding": _embedding, "gather": _gather}
@@ -240,12 +240,7 @@ int main(void) {
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_exported_library_returns_the_status(tmp_path: Path) -> None:
-    w = tl.placeholder((ROWS,), name="W")
-    idx = tl.placeholder((N,), name="Idx", dtype="int32")
-    out = tl.compute((N,), lambda i: w[idx[i]], name="Gather")
-    s = tl.create_schedule(out.op)
-    _parallel(s, out)
-    tl.build(s, [w, idx, out], name="gather").export_library(tmp_path / "gather.so")
+    _gather(_parallel, name="gather").export_library(tmp_path / "gather.so")
     header = (tmp_path / "gather.h").read_text()
     assert "int32_t gather(float *W, int32_t *Idx, float *Gather);" in header
     assert "1: reading W in stage Gather" in header

@@ -458,11 +458,7 @@ class CodeGen:
             return self.splat(value, lanes)
         vty = f"<{lanes} x {elem}>"
         if _is_unit_ramp(index):
-            base = self.index(index.base)
-            if check is not None:
-                offsets = self._ramp_from(base, const("i64", 1), lanes, nsw=True)
-                mask = emit_bound_check(self, offsets, check, mask)
-            addr = self._address(ptr, elem, base)
+            addr, mask = self._contiguous_address(ptr, elem, index, check, mask)
             if mask is None:
                 value = self.fw.op(vty, f"load {vty}, ptr {addr.ref}, align {align}")
             else:
@@ -486,6 +482,16 @@ class CodeGen:
                 [Val(f"{addrs.ty} align {align}", addrs.ref), mask, const(vty, 0)],
             )
         return self._from_memory(value, e.dtype)
+
+    def _contiguous_address(self, ptr: Val, elem: str, index: Ramp, check: CheckedIndex | None,
+                            mask: Val | None) -> tuple[Val, Val | None]:
+        """The address of a unit-stride vector access, and its mask with the lanes that fail
+        the access's bound check (if it has one) switched off."""
+        base = self.index(index.base)
+        if check is not None:
+            offsets = self._ramp_from(base, const("i64", 1), index.lanes, nsw=True)
+            mask = emit_bound_check(self, offsets, check, mask)
+        return self._address(ptr, elem, base), mask
 
     def _load_mask(self, own: Expr | None, lanes: int) -> Val | None:
         mask = self.expr(own) if own is not None else None
@@ -558,11 +564,7 @@ class CodeGen:
             fw.start_block(end_l)
             return
         if _is_unit_ramp(index):
-            base = self.index(index.base)
-            if check is not None:
-                offsets = self._ramp_from(base, const("i64", 1), lanes, nsw=True)
-                mask = emit_bound_check(self, offsets, check, mask)
-            addr = self._address(ptr, elem, base)
+            addr, mask = self._contiguous_address(ptr, elem, index, check, mask)
             if mask is None:
                 self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
             else:
