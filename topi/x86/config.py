@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorlang as tl
 from autotune import ConfigEntity, FallbackConfig, query_config
 
-from .common import as_tensor_list, traverse
+from .common import as_tensor_list, static_extent, traverse
 
 
 def config_for(task_name: str, op: tl.ComputeOp) -> ConfigEntity | FallbackConfig:
@@ -47,3 +48,20 @@ def template_schedule(cfg: Any, out: tl.Tensor, schedule_with: ScheduleWith) -> 
     traverse(s, [out], lambda op: None)
     schedule_with(cfg, s, out, out)
     return s
+
+
+def conv_template(cfg: Any, conv: Callable[..., tl.Tensor], schedule_with: ScheduleWith,
+                  data_shape: Sequence[int], kernel_shape: Sequence[int], stride: Any,
+                  padding: Any, dilation: Any, dtype: str, channel_axis: int) -> tuple:
+    """The body of a convolution template: `conv(data, kernel, stride, padding, dilation,
+    dtype)` scheduled with `cfg`, and its flop count (declared, since a blocked layout's padded
+    lanes would inflate a count of the computes). Each output point sums kernel size / output
+    channels products, whatever the layout: 2 flop each. `channel_axis` is the output's channel
+    axis."""
+    data = tl.placeholder(data_shape, dtype, name="data")
+    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
+    out = conv(data, kernel, stride, padding, dilation, dtype)
+    s = template_schedule(cfg, out, schedule_with)
+    points = [static_extent(a) for a in out.op.axis]
+    cfg.add_flop(2 * math.prod(points) * math.prod(kernel_shape) // points[channel_axis])
+    return s, [data, kernel, out]

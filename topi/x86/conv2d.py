@@ -28,7 +28,7 @@ from .common import (
     static_extent,
     whole_block_loop,
 )
-from .config import schedule_tagged, template_schedule
+from .config import conv_template, schedule_tagged
 
 TASK = "conv2d_nchw.x86"
 
@@ -112,11 +112,5 @@ def schedule_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
 @autotune.template(TASK)
 def conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, padding, dilation, dtype):
     """Tunable conv2d_nchw: args ((N, C, H, W), (K, C, R, S), stride, padding, dilation, dtype)."""
-    data = tl.placeholder(data_shape, dtype, name="data")
-    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
-    out = conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
-    s = template_schedule(cfg, out, schedule_conv2d_nchw_with)
-    n, k, oh, ow = (static_extent(a) for a in out.op.axis)
-    c, r, kw = kernel_shape[1], kernel_shape[2], kernel_shape[3]
-    cfg.add_flop(2 * n * k * oh * ow * c * r * kw)
-    return s, [data, kernel, out]
+    return conv_template(cfg, conv2d_nchw, schedule_conv2d_nchw_with, data_shape, kernel_shape,
+                         stride, padding, dilation, dtype, channel_axis=1)

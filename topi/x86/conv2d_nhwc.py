@@ -18,10 +18,11 @@ from ..nn.conv2d import conv2d_nhwc
 from .common import (
     VECTOR_WIDTH,
     compute_chain_at,
+    fuse_parallel,
     schedule_injective_stage,
     static_extent,
 )
-from .config import schedule_tagged, template_schedule
+from .config import conv_template, schedule_tagged
 from .conv2d import MAX_BLOCK_VECTORS, _fallback_ow, _largest_divisor
 
 TASK = "conv2d_nhwc.x86"
@@ -53,8 +54,7 @@ def schedule_conv2d_nhwc_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     x_outer, x_inner = cfg["tile_ow"].apply(s, out, x)
     k_outer, k_inner = o.split(k, factor=VECTOR_WIDTH * cfg["tile_oc"].val)
     o.reorder(n, y, x_outer, k_outer, x_inner, k_inner)
-    fused = o.fuse(n, y)
-    o.parallel(fused)
+    fuse_parallel(s, out, [n, y])
     _, lanes = o.split(k_inner, factor=VECTOR_WIDTH)
     o.vectorize(lanes)
     compute_chain_at(s, out, conv, k_outer)
@@ -80,11 +80,5 @@ def schedule_conv2d_nhwc(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
 @autotune.template(TASK)
 def conv2d_nhwc_template(cfg, data_shape, kernel_shape, stride, padding, dilation, dtype):
     """Tunable conv2d_nhwc: args ((N, H, W, C), (R, S, C, K), stride, padding, dilation, dtype)."""
-    data = tl.placeholder(data_shape, dtype, name="data")
-    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
-    out = conv2d_nhwc(data, kernel, stride, padding, dilation, dtype)
-    s = template_schedule(cfg, out, schedule_conv2d_nhwc_with)
-    n, oh, ow, k = (static_extent(a) for a in out.op.axis)
-    r, kw, c = kernel_shape[0], kernel_shape[1], kernel_shape[2]
-    cfg.add_flop(2 * n * oh * ow * k * r * kw * c)
-    return s, [data, kernel, out]
+    return conv_template(cfg, conv2d_nhwc, schedule_conv2d_nhwc_with, data_shape, kernel_shape,
+                         stride, padding, dilation, dtype, channel_axis=3)

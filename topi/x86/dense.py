@@ -19,6 +19,7 @@ from ..nn.dense import batch_matmul, dense, matmul
 from ..nn.utils import PACK_WIDTH
 from .common import (
     compute_chain_at,
+    fuse_parallel,
     static_extent,
     whole_block_loop,
 )
@@ -83,8 +84,7 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     i_outer, i_inner = cfg["tile_y"].apply(s, out, i)
     j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
     o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
-    fused = o.fuse(*batch, j_outer, i_outer)
-    o.parallel(fused)
+    fused = fuse_parallel(s, out, [*batch, j_outer, i_outer])
     _, j_lanes = o.split(j_inner, factor=PACK_WIDTH)
     o.vectorize(j_lanes)
 

@@ -17,11 +17,12 @@ from ..nn.conv2d import depthwise_conv2d_nchw
 from .common import (
     VECTOR_WIDTH,
     compute_chain_at,
+    fuse_parallel,
     generic_schedule,
     schedule_injective_stage,
     static_extent,
 )
-from .config import schedule_tagged, template_schedule
+from .config import conv_template, schedule_tagged
 
 TASK = "depthwise_conv2d_nchw.x86"
 
@@ -41,8 +42,7 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     o = s[out]
     n, c, _, x = o.op.axis
     x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].val)
-    fused = o.fuse(n, c)
-    o.parallel(fused)
+    fuse_parallel(s, out, [n, c])
     _, lanes = o.split(x_inner, factor=VECTOR_WIDTH)
     o.vectorize(lanes)
     compute_chain_at(s, out, conv, x_outer)
@@ -75,10 +75,6 @@ def depthwise_conv2d_nchw_template(cfg, data_shape, kernel_shape, stride, paddin
                                    dtype):
     """Tunable depthwise conv: args ((N, C, H, W), (C, M, R, S), stride, padding, dilation,
     dtype)."""
-    data = tl.placeholder(data_shape, dtype, name="data")
-    kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
-    out = depthwise_conv2d_nchw(data, kernel, stride, padding, dilation, dtype)
-    s = template_schedule(cfg, out, schedule_depthwise_conv2d_nchw_with)
-    n, k, oh, ow = (static_extent(a) for a in out.op.axis)
-    cfg.add_flop(2 * n * k * oh * ow * kernel_shape[2] * kernel_shape[3])
-    return s, [data, kernel, out]
+    return conv_template(cfg, depthwise_conv2d_nchw, schedule_depthwise_conv2d_nchw_with,
+                         data_shape, kernel_shape, stride, padding, dilation, dtype,
+                         channel_axis=1)
