@@ -130,6 +130,18 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(children(current)))
 
 
+def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
+    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read)."""
+    found = False
+
+    def check(n: Node) -> None:
+        nonlocal found
+        found = found or isinstance(n, kind)
+
+    post_order_visit(node, check)
+    return found
+
+
 def free_vars(node: Node) -> set[Var]:
     """Every Var that occurs in `node` (loop variables included)."""
     found: set[Var] = set()

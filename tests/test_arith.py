@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import tensorlang as tl
 from tensorlang.arith import const_bounds, prove, simplify, symbolic_bounds
 from tensorlang.expr import Const
-from tensorlang.visitor import free_vars, structural_equal, substitute
+from tensorlang.visitor import contains, free_vars, structural_equal, substitute
 
 io, ii, n = tl.var("io"), tl.var("ii"), tl.var("n")
 RANGES = {io: (0, 10), ii: (0, 3)}
@@ -92,3 +92,12 @@ def test_simplify_preserves_value(a, b, c, d, x, y):
         after = simplify(substitute(simplify(e, RANGES), env))
         assert isinstance(direct, Const) and isinstance(after, Const)
         assert direct.value == after.value, str(e)
+
+
+def test_contains_finds_a_node_kind_anywhere_below():
+    from tensorlang.expr import Binary, TensorRead
+
+    A = tl.placeholder((4,), name="A")
+    e = (io + 1) * 2
+    assert contains(e, Binary) and not contains(e, TensorRead)
+    assert contains(A[io] + 1.0, TensorRead) and contains(A[io], TensorRead)

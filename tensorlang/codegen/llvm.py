@@ -51,7 +51,7 @@ from ..ir import (
     Stmt,
 )
 from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
-from ..visitor import post_order_visit
+from ..visitor import contains, post_order_visit
 from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
@@ -250,9 +250,7 @@ class CodeGen:
     def _has_memory_read(self, e: Expr) -> bool:
         key = id(e)
         if key not in self._has_load:
-            found = []
-            post_order_visit(e, lambda n: found.append(1) if isinstance(n, BufferLoad) else None)
-            self._has_load[key] = bool(found)
+            self._has_load[key] = contains(e, BufferLoad)
         return self._has_load[key]
 
     def _buffer_ptr(self, buf: Buffer) -> Val:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..expr import BinaryOp, Call, Const, Expr, binary, const
 from ..ir import Broadcast, BufferLoad, BufferStore, PrimFunc, Stmt
-from ..visitor import Mutator, post_order_visit
+from ..visitor import Mutator, contains, post_order_visit
 
 CHECKS_ATTR = "index_checks"
 """The PrimFunc attribute holding the `CheckSite`s, in the order of their site numbers."""
@@ -70,12 +70,6 @@ def checks_of(func: PrimFunc) -> tuple[CheckSite, ...]:
     return dict(func.attrs).get(CHECKS_ATTR, ())
 
 
-def _reads_memory(e: Expr) -> bool:
-    found: list[bool] = []
-    post_order_visit(e, lambda n: found.append(True) if isinstance(n, BufferLoad) else None)
-    return bool(found)
-
-
 def _first_store(s: Stmt) -> str | None:
     names: list[str] = []
     post_order_visit(
@@ -92,7 +86,7 @@ class _Guard(Mutator):
         self.stage: str | None = None
 
     def _checked(self, node: BufferLoad | BufferStore, index: Expr) -> Expr:
-        if not _reads_memory(index) or unpack_checked_index(index) is not None:
+        if not contains(index, BufferLoad) or unpack_checked_index(index) is not None:
             return index
         extent: Expr = const(1, index.dtype.element)
         for dim in node.buffer.shape:

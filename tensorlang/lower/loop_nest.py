@@ -31,7 +31,7 @@ from ..ir import (
 )
 from ..schedule import AttachKind, LoopAnnotation, Schedule, Stage
 from ..tensor import ComputeOp, PlaceholderOp, Tensor
-from ..visitor import Mutator, free_vars, post_order_visit, substitute, uses_var
+from ..visitor import Mutator, contains, free_vars, post_order_visit, substitute, uses_var
 from .inline import inline_bodies
 from .stage_loops import StageLoops, _descendants
 
@@ -333,7 +333,8 @@ class LoopNestBuilder:
             # A condition on indices alone (like the bound that rfactor adds for a split that
             # does not divide) usually holds on a range of the loop: let partitioning remove it
             # from the main iterations.
-            update = IfThenElse(condition, update, None, likely=not _reads_memory(condition))
+            likely = not contains(condition, ProducerLoad)
+            update = IfThenElse(condition, update, None, likely=likely)
         update = self._guarded(update, self._guards(stage, include_reduce=True))
         update_nest = self._wrap_loops(stage, leaves[split_at:], update, attach=True)
         return self._wrap_loops(stage, leaves[:split_at], seq(init_nest, update_nest), attach=True)
@@ -384,9 +385,3 @@ class _ReadRewriter(Mutator):
 def build_loop_nest(schedule: Schedule, args: Sequence[Tensor], name: str) -> PrimFunc:
     """Loop IR for `schedule` with `args` as the kernel's buffer parameters, in order."""
     return LoopNestBuilder(schedule, args, name).build()
-
-
-def _reads_memory(e: Expr) -> bool:
-    found: list[bool] = []
-    post_order_visit(e, lambda n: found.append(True) if isinstance(n, ProducerLoad) else None)
-    return bool(found)
