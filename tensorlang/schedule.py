@@ -107,6 +107,11 @@ def _new_iter_var(name: str, extent: Expr, kind: IterKind) -> IterVar:
     return IterVar(Var(name), Range(const(0), extent), kind)
 
 
+def _copy_iter_var(iv: IterVar) -> IterVar:
+    """The same axis with its own variable, for a new stage that iterates like `iv`'s."""
+    return IterVar(Var(iv.name, iv.var.dtype), iv.dom, iv.kind)
+
+
 def _positive_factor(value: object, what: str, stage: Stage) -> Expr:
     if isinstance(value, bool) or not isinstance(value, (int, Expr)) and not hasattr(value, "__index__"):
         raise TypeError(f"stage {stage.name}: split {what} must be an int, got {value!r}")
@@ -510,7 +515,7 @@ class Schedule:
         iv_map: dict[IterVar, IterVar] = {}
         var_map: dict[Var, Var] = {}
         for iv in (*op.axis, *op.reduce_axis):
-            fresh = IterVar(Var(iv.name, iv.var.dtype), iv.dom, iv.kind)
+            fresh = _copy_iter_var(iv)
             iv_map[iv], var_map[iv.var] = fresh, fresh.var
         rebind = _Rebind(var_map, iv_map)
         body = tuple(rebind.visit(b) for b in op.body)
@@ -562,7 +567,7 @@ class Schedule:
             raise ScheduleError(f"rfactor: factor_axis must be an int in [0, {len(op.axis)}] for "
                                 f"stage {stage.name}, got {factor_axis!r}")
         kept, rest, index_of, guard = _factored_axes(op, axis, stage.relations)
-        data = [IterVar(Var(iv.name, iv.var.dtype), iv.dom, iv.kind) for iv in op.axis]
+        data = [_copy_iter_var(iv) for iv in op.axis]
         mapping: dict[Var, Expr] = {iv.var: new.var for iv, new in zip(op.axis, data)}
         mapping.update(index_of)
         source = substitute(reduce.source[0], mapping)
@@ -611,10 +616,10 @@ def _factored_axes(op: ComputeOp, axis: IterVar, relations: Sequence[Relation]
 
     split = relations[0] if relations else None
     parent = split.parent if isinstance(split, Split) else axis
-    rest = [fresh(iv, IterKind.REDUCE) for iv in op.reduce_axis if iv is not parent]
+    others = [iv for iv in op.reduce_axis if iv is not parent]
+    rest = [fresh(iv, IterKind.REDUCE) for iv in others]
     index_of: dict[Var, Expr] = {
-        iv.var: binary(BinaryOp.ADD, iv.dom.min, new.var)
-        for iv, new in zip([iv for iv in op.reduce_axis if iv is not parent], rest)
+        iv.var: binary(BinaryOp.ADD, iv.dom.min, new.var) for iv, new in zip(others, rest)
     }
     if not isinstance(split, Split):
         kept = fresh(axis, IterKind.DATA_PAR)
