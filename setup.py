@@ -11,14 +11,17 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["tensorlang*", "autotune*", "topi*"]),
     package_data={"tensorlang.runtime": ["*.c", "*.h"]},
+    entry_points={"console_scripts": ["tensorlang = tensorlang.cli:main"]},
     install_requires=[
         "numpy>=1.24,<3",
         "llvmlite>=0.44,<0.60",
         "cffi>=1.15,<3",
         "xgboost>=1.7,<4",
+        "tqdm>=4.60",
+        "click>=8.1",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6"],
         "plot": ["matplotlib>=3.6"],
     },
 )

@@ -73,7 +73,8 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         early_stopping: stop after this many trials without improvement.
         callbacks: extra `callback(tuner, inputs, results)` functions.
         seed: makes the run reproducible up to timing noise.
-        progress: print a progress line.
+        progress: show a progress bar (trials, current and best GFLOP/s, ETA) on stderr
+            when it is a terminal; False hides it.
         history: records of other workloads of the same template, for transfer learning.
     """
     t = _make_tuner(task, tuner, seed)

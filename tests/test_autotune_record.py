@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -138,9 +140,22 @@ def test_apply_history_best_and_fallback(tmp_path: object) -> None:
         assert "range(64)" in str(tl.lower(s, args))
 
 
-def test_progress_counts_to_the_end_of_a_small_space(capsys: pytest.CaptureFixture) -> None:
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_counts_to_the_end_of_a_small_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
     task = autotune.create_task("test_record/scale", (64,))
     size = len(task.config_space)
     autotune.tune(task, trials=1000, tuner="grid", measure_option=fake_measure)
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert f"trials {size}/{size}" in lines[-1] and "ETA 0:00" in lines[-1]
+    last = terminal.getvalue().strip().split("\r")[-1]
+    assert f"{size}/{size}" in last and "<00:00" in last and "GFLOP/s" in last
+
+
+def test_progress_is_quiet_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture) -> None:
+    task = autotune.create_task("test_record/scale", (64,))
+    autotune.tune(task, trials=4, tuner="grid", measure_option=fake_measure)
+    assert capsys.readouterr().err == ""

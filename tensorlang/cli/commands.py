@@ -1,0 +1,230 @@
+"""The `tensorlang` commands: tune, best, plot and lower, on click.
+
+Each command is a thin layer: `ops` resolves OP into a workload, `autotune` tunes it, `kernels`
+checks and times the result, `logs` reads logs back. Every error a user can cause is turned into
+a one-line message and a non-zero exit code by `tensorlang.cli.main`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+import autotune
+import tensorlang as tl
+from autotune import InstantiationError
+
+from .kernels import WrongResult, instantiate, judge
+from .logs import LogError, best_per_workload, curves, import_templates, logged_best, plot_curves
+from .logs import read_log
+from .ops import OPS, OpError, Window, Workload, op_table, resolve
+from .table import format_table
+
+TUNERS = ("xgb", "ga", "random", "grid")
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the errors a user's input causes into a one-line ClickException."""
+    try:
+        yield
+    except (OpError, LogError, WrongResult) as err:
+        raise click.ClickException(str(err)) from None
+    except (ValueError, TypeError, tl.ScheduleError, InstantiationError) as err:
+        raise click.ClickException(f"{type(err).__name__}: {err}") from None
+
+
+def _window_value(ctx: click.Context, param: click.Parameter, text: str) -> Any:
+    """`--stride 2`, `--padding 1,1` or `--padding SAME`: an int, a tuple or SAME/VALID."""
+    if text.upper() in ("SAME", "VALID"):
+        return text.upper()
+    try:
+        values = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an int or a comma-separated list") from None
+    return values[0] if len(values) == 1 else values
+
+
+def workload_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that say which kernel: OP, its size, dtype, window and target."""
+    options = [
+        click.argument("op"),
+        click.option("--shape", help="the op's sizes, e.g. 64,64,64 (see the op table)"),
+        click.option("--args", "args_", metavar="LITERAL",
+                     help="the template's arguments as a Python literal, instead of --shape"),
+        click.option("--dtype", default="float32", show_default=True),
+        click.option("--stride", default="1", show_default=True, callback=_window_value,
+                     help="convolutions: an int or h,w"),
+        click.option("--padding", default="0", show_default=True, callback=_window_value,
+                     help="convolutions: int, h,w, top,left,bottom,right, SAME or VALID"),
+        click.option("--dilation", default="1", show_default=True, callback=_window_value,
+                     help="convolutions: an int or h,w"),
+        click.option("--target", default="llvm", show_default=True,
+                     help="e.g. 'llvm -mcpu=haswell' for AVX2 code"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _task(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
+          padding: Any, dilation: Any, target: str) -> tuple[Workload, autotune.Task]:
+    with user_errors():
+        tl.Target(target)  # a bad target fails here, not in every measurement
+        workload = resolve(op, shape, args_, dtype, Window(stride, padding, dilation))
+        task = autotune.create_task(workload.template, workload.args, target)
+    return workload, task
+
+
+OPS_HELP = "\b\nOps (or a template of your own as module:function or file.py:function):\n" + \
+    op_table()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(tl.__version__, prog_name="tensorlang")
+def cli() -> None:
+    """tensorlang: tune, inspect and plot tensor kernels.
+
+    \b
+    tensorlang tune matmul --shape 512,512,512 --trials 200 --log matmul.jsonl
+    tensorlang best matmul.jsonl
+    tensorlang plot matmul.jsonl -o curve.png
+    tensorlang lower matmul --shape 512,512,512 --log matmul.jsonl --asm
+    """
+
+
+@cli.command(epilog=OPS_HELP + """
+
+\b
+Examples:
+  tensorlang tune matmul --shape 1024,1024,1024 --trials 1000 --log matmul.jsonl
+  tensorlang tune conv2d_nchw --shape 1,64,56,56,64,3,3 --padding 1 --trials 300
+  tensorlang tune my_templates.py:matmul --shape 512,512,512 --trials 100""")
+@workload_options
+@click.option("--trials", "-n", type=click.IntRange(min=1), default=200, show_default=True,
+              help="measurements of this workload in all, counting those already in the log")
+@click.option("--log", type=click.Path(dir_okay=False),
+              help="JSON-lines log to append to and resume from  [default: OP.jsonl]")
+@click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True)
+@click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)")
+@click.option("--early-stopping", type=click.IntRange(min=1), metavar="N",
+              help="stop after N trials without a new best")
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="rounds of side-by-side timing for the final table")
+@click.option("--no-compare", is_flag=True, help="skip the final side-by-side table")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any, padding: Any,
+         dilation: Any, target: str, trials: int, log: str | None, tuner: str,
+         seed: int | None, early_stopping: int | None, rounds: int, no_compare: bool,
+         quiet: bool) -> None:
+    """Tune OP for a shape, then compare the best kernel with the fallback and with numpy or
+    PyTorch, timed side by side."""
+    workload, task = _task(op, shape, args_, dtype, stride, padding, dilation, target)
+    log = log or f"{op.rpartition(':')[2].removesuffix('.py')}.jsonl"
+    click.echo(f"tuning {workload.label} ({task.name}, {len(task.config_space)} configs, "
+               f"{task.flop / 1e9:.3g} GFLOP per run) on {target}, {tl.get_num_threads()} "
+               f"threads: {tuner} tuner, {trials} trials, log {log}")
+    with user_errors():
+        result = autotune.tune(task, trials=trials, tuner=tuner, log_file=log, seed=seed,
+                               early_stopping=early_stopping, progress=not quiet)
+    if result.config is None:
+        raise click.ClickException(f"no config compiled and ran: see the errors in {log}")
+    click.echo(f"best config: {result.config}")
+    click.echo(f"best measured while tuning: {result.gflops:.1f} GFLOP/s")
+    if not no_compare:
+        if not quiet:
+            click.echo("timing the best kernel side by side with the alternatives ...", err=True)
+        with user_errors():
+            rows = judge(task, workload, result.config, result.n_results, rounds)
+        table = [(r.name, f"{r.gflops:.1f}", "" if r.tuned_speedup is None
+                  else f"{r.tuned_speedup:.2f}x") for r in rows]
+        click.echo(f"\n{workload.label}, timed side by side (median of {rounds} "
+                   f"round{'s' if rounds > 1 else ''}):")
+        click.echo(format_table(["kernel", "GFLOP/s", "tuned speed-up"], table, "lrr"))
+    click.echo(f"\nlog: {os.path.abspath(log)} ({result.n_results} records of this workload)")
+
+
+@cli.command(epilog="""\b
+Example:
+  tensorlang best matmul.jsonl
+  tensorlang best --import my_templates.py mine.jsonl""")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="a module or .py file registering the logged templates (for GFLOP/s)")
+def best(logs: tuple[str, ...], imports: tuple[str, ...]) -> None:
+    """The best record of every workload and target in LOGS, as a table."""
+    with user_errors():
+        import_templates(imports)
+        records = [r for path in logs for r in read_log(path)]
+        rows = best_per_workload(records)
+    if not rows:
+        raise click.ClickException(f"no successful measurement in {', '.join(logs)}")
+    table = [(f"{b.record.template_name} {b.record.workload[1]}", b.record.target,
+              str(b.trials), f"{b.record.result.mean * 1e3:.4f}",
+              "-" if b.gflops is None else f"{b.gflops:.1f}",
+              f"#{b.record.config_index} {b.record.knobs}") for b in rows]
+    click.echo(format_table(["workload", "target", "trials", "best ms", "GFLOP/s", "config"],
+                            table, "llrrrl"))
+
+
+@cli.command(epilog="""\b
+Example (compare two tuners at a glance):
+  tensorlang tune matmul --shape 256,256,256 --trials 100 --tuner xgb --log xgb.jsonl
+  tensorlang tune matmul --shape 256,256,256 --trials 100 --tuner random --log random.jsonl
+  tensorlang plot xgb.jsonl random.jsonl -o curve.png""")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--output", "-o", default="curve.png", show_default=True, type=click.Path(),
+              help="image file (.png, .svg, .pdf)")
+@click.option("--title", help="the plot's title")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="a module or .py file registering the logged templates")
+def plot(logs: tuple[str, ...], output: str, title: str | None,
+         imports: tuple[str, ...]) -> None:
+    """Plot best GFLOP/s against trials, one line per log (legend: the file names)."""
+    with user_errors():
+        import_templates(imports)
+        lines = [c for path in logs for c in curves(path)]
+        plot_curves(lines, output, title)
+    for c in lines:
+        click.echo(f"{c.label}: {len(c.trial_gflops)} trials, best {max(c.best_so_far):.1f} "
+                   "GFLOP/s")
+    click.echo(f"wrote {output}")
+
+
+@cli.command(epilog=OPS_HELP + """
+
+\b
+Examples:
+  tensorlang lower matmul --shape 64,64,64                  # loop IR, fallback config
+  tensorlang lower matmul --shape 64,64,64 --log x.jsonl --asm""")
+@workload_options
+@click.option("--log", type=click.Path(dir_okay=False),
+              help="use the best config of this workload in the log (else the fallback)")
+@click.option("--llvm", is_flag=True, help="print LLVM IR instead of loop IR")
+@click.option("--asm", is_flag=True, help="print assembly instead of loop IR")
+def lower(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
+          padding: Any, dilation: Any, target: str, log: str | None, llvm: bool,
+          asm: bool) -> None:
+    """Print the loop IR (or LLVM IR, or assembly) of OP's kernel for a shape."""
+    if llvm and asm:
+        raise click.UsageError("give at most one of --llvm and --asm")
+    _, task = _task(op, shape, args_, dtype, stride, padding, dilation, target)
+    with user_errors():
+        config = logged_best(task, log) if log else None
+        s, tensors = instantiate(task, config)
+        where = f"config {config.index} from {log}" if config is not None else (
+            f"the fallback config (no valid record of this workload in {log})" if log
+            else "the fallback config")
+        click.echo(f"# {task.name} {task.workload[1]} on {target}: {where}", err=True)
+        if llvm or asm:
+            module = tl.build(s, tensors, target=target, name="kernel")
+            click.echo(module.get_source("asm" if asm else "ll"))
+        else:
+            click.echo(tl.lower(s, tensors, name="kernel"))
+
+
+__all__ = ["OPS", "cli"]

@@ -1,0 +1,153 @@
+"""The `tensorlang` command line: tune, best, plot and lower end to end, and its errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tensorlang.cli import main
+from tensorlang.cli.logs import curves
+
+ROOT = Path(__file__).resolve().parent.parent
+GEMM = ["matmul", "--shape", "16,24,8"]
+
+
+
+
+def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_tune_writes_its_trials_and_compares_with_the_fallback_and_numpy(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    log = tmp_path / "mm.jsonl"
+    code, out, err = run(capsys, "tune", *GEMM, "--trials", "6", "--log", str(log),
+                         "--rounds", "1", "--seed", "0")
+    assert code == 0, err
+    assert len(log.read_text().splitlines()) == 6
+    assert "tuned (best of 6)" in out and "fallback" in out and "numpy" in out
+    assert str(log) in out
+    table = out[out.index("kernel"):].splitlines()
+    assert float(table[1].split()[-1]) > 0  # the tuned kernel's GFLOP/s
+    # A rerun with a larger budget resumes: only the missing trials are measured.
+    code, out, err = run(capsys, "tune", *GEMM, "--trials", "8", "--log", str(log),
+                         "--no-compare")
+    assert code == 0, err
+    assert len(log.read_text().splitlines()) == 8 and "8 records" in out
+
+    code, out, err = run(capsys, "best", str(log))
+    assert code == 0, err
+    header, row = out.splitlines()
+    assert header.split()[:2] == ["workload", "target"]
+    assert row.startswith("matmul.x86 [[16, 8], [8, 24], 'float32']") and " 8 " in row
+
+    curve = curves(log)[0]
+    assert len(curve.trial_gflops) == 8
+    assert curve.best_so_far == sorted(curve.best_so_far) and max(curve.best_so_far) > 0
+    png = tmp_path / "curve.png"
+    code, out, err = run(capsys, "plot", str(log), "-o", str(png))
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {png}" in out
+
+    code, out, err = run(capsys, "lower", *GEMM, "--log", str(log))
+    assert code == 0, err
+    assert "for " in out and "from " + str(log) in err
+    code, out, _ = run(capsys, "lower", *GEMM, "--asm")
+    assert code == 0 and ("zmm" in out or "ymm" in out)
+    code, out, _ = run(capsys, "lower", *GEMM, "--llvm")
+    assert code == 0 and "define" in out
+
+
+def test_tune_checks_a_convolution_against_numpy_and_pytorch(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("torch")
+    code, out, err = run(capsys, "tune", "conv2d_nhwc", "--shape", "1,9,7,5,17,3,3",
+                         "--padding", "1", "--stride", "2", "--trials", "2", "--rounds", "1",
+                         "--log", str(tmp_path / "c.jsonl"))
+    assert code == 0, err
+    assert "PyTorch" in out  # its output was checked against numpy before it was timed
+
+
+def test_tune_takes_a_user_template_from_a_file(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    source = tmp_path / "cli_user_templates.py"
+    source.write_text(textwrap.dedent('''
+        import autotune
+        import tensorlang as tl
+
+        @autotune.template("test_cli/scale")
+        def scale(n, dtype):
+            A = tl.placeholder((n,), dtype, name="A")
+            B = tl.compute((n,), lambda i: A[i] * 2.0, name="B")
+            s = tl.create_schedule(B.op)
+            cfg = autotune.get_config()
+            cfg.define_split("split", B.op.axis[0], num_outputs=2)
+            cfg["split"].apply(s, B, B.op.axis[0])
+            return s, [A, B]
+    '''))
+    log = tmp_path / "scale.jsonl"
+    code, out, err = run(capsys, "tune", f"{source}:scale", "--shape", "48", "--trials", "3",
+                         "--rounds", "1", "--log", str(log))
+    assert code == 0, err
+    assert len(log.read_text().splitlines()) == 3 and "fallback" in out
+    code, out, err = run(capsys, "best", "--import", str(source), str(log))
+    assert code == 0, err
+    assert "test_cli/scale" in out
+    code, out, err = run(capsys, "lower", f"{source}:scale", "--args", "(48, 'float64')")
+    assert code == 0 and "float64" in out
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["tune", "nonesuch", "--shape", "4"], 1, "neither a known op"),
+    (["tune", "matmul", "--shape", "4,x,4"], 1, "not a list of integers"),
+    (["tune", "matmul", "--shape", "4,4"], 1, "takes --shape M,N,K"),
+    (["tune", "matmul", "--shape", "4,0,4"], 1, ">= 1"),
+    (["tune", "matmul"], 1, "exactly one of --shape and --args"),
+    (["tune", "matmul", "--shape", "4,4,4", "--target", "cuda"], 1, "unknown target"),
+    (["tune", "conv2d_nchw", "--shape", "1,3,4,4,8,7,7"], 1, "larger than the padded input"),
+    (["tune", "matmul", "--shape", "4,4,4", "--trials", "0"], 2, "--trials"),
+    (["tune", "matmul", "--shape", "4,4,4", "--tuner", "best"], 2, "--tuner"),
+    (["tune", "matmul", "--shape", "4,4,4", "--padding", "lots"], 2, "--padding"),
+    (["tune", "no_such_module_xyz:f", "--shape", "4"], 1, "cannot import"),
+    (["lower", "matmul", "--shape", "4,4,4", "--llvm", "--asm"], 2, "at most one"),
+    (["best", "/nonexistent/log.jsonl"], 1, "cannot read log"),
+    (["plot", "/nonexistent/log.jsonl"], 1, "cannot read log"),
+    (["frobnicate"], 2, "No such command"),
+])
+def test_bad_input_gives_one_line_and_an_exit_code(argv: list[str], code: int, message: str,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    got, out, err = run(capsys, *argv)
+    assert got == code
+    assert err.startswith("tensorlang: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+
+
+@pytest.mark.filterwarnings("ignore:.*skipping a broken log line")
+def test_a_log_of_garbage_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    log = tmp_path / "junk.jsonl"
+    log.write_text("not json\n")
+    code, _, err = run(capsys, "best", str(log))
+    assert code == 1 and "holds no tuning records" in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["tune", "best", "plot", "lower"])
+def test_every_command_has_help_with_an_example(command: str,
+                                                capsys: pytest.CaptureFixture) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and "Example" in out and f"tensorlang {command}" in out
+
+
+def test_python_dash_m_runs_the_command_line() -> None:
+    done = subprocess.run([sys.executable, "-m", "tensorlang", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "tune" in done.stdout
+
+
+def test_the_console_script_is_declared() -> None:
+    assert '"tensorlang = tensorlang.cli:main"' in (ROOT / "setup.py").read_text()
