@@ -34,6 +34,7 @@ class RandomModel:
         """Nothing to learn."""
 
     def predict(self, xs: np.ndarray) -> np.ndarray:
+        """Random scores: a model that knows nothing (the baseline of the search)."""
         return self.rng.random(len(xs))
 
 
@@ -101,4 +102,5 @@ class XGBoostCostModel:
 
     @property
     def fitted(self) -> bool:
+        """Whether the model has been trained at least once."""
         return self._booster is not None

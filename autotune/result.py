@@ -54,6 +54,7 @@ class MeasureResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the config ran successfully and has timings."""
         return self.error_no is MeasureErrorNo.NO_ERROR and bool(self.costs)
 
     @property

@@ -44,6 +44,7 @@ class DType:
 
     @property
     def is_float(self) -> bool:
+        """Whether this is a floating-point type."""
         return self.kind is DTypeKind.FLOAT
 
     @property
@@ -53,6 +54,7 @@ class DType:
 
     @property
     def is_uint(self) -> bool:
+        """Whether this is an unsigned integer type."""
         return self.kind is DTypeKind.UINT
 
     @property
@@ -62,10 +64,12 @@ class DType:
 
     @property
     def is_bool(self) -> bool:
+        """Whether this is `bool`."""
         return self.kind is DTypeKind.BOOL
 
     @property
     def is_vector(self) -> bool:
+        """Whether this has more than one lane."""
         return self.lanes > 1
 
     @property
@@ -74,6 +78,7 @@ class DType:
         return self if self.lanes == 1 else DType(self.kind, self.bits, 1)
 
     def with_lanes(self, lanes: int) -> DType:
+        """The same element type with `lanes` lanes."""
         return DType(self.kind, self.bits, lanes)
 
     @property
@@ -87,9 +92,11 @@ class DType:
         return np.dtype(str(self.element))
 
     def min_value(self) -> int | float:
+        """The smallest value of the type (of one lane)."""
         return _limits(self)[0]
 
     def max_value(self) -> int | float:
+        """The largest value of the type (of one lane)."""
         return _limits(self)[1]
 
 

@@ -319,10 +319,12 @@ class IterVar(ExprOps, Node):
 
     @property
     def name(self) -> str:
+        """The name of the loop variable."""
         return self.var.name
 
     @property
     def dtype(self) -> DType:
+        """The dtype of the loop variable."""
         return self.var.dtype
 
     def __str__(self) -> str:
@@ -465,8 +467,10 @@ def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
 
 
 def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    """The larger of `a` and `b`, elementwise (dtypes promoted as for `+`)."""
     return binary(BinaryOp.MAX, a, b)
 
 
 def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    """The smaller of `a` and `b`, elementwise (dtypes promoted as for `+`)."""
     return binary(BinaryOp.MIN, a, b)

@@ -31,14 +31,17 @@ def _float_call(func: MathFunc, x: ExprLike) -> Expr:
 
 
 def exp(x: ExprLike) -> Expr:
+    """e to the power `x`."""
     return _float_call(MathFunc.EXP, x)
 
 
 def log(x: ExprLike) -> Expr:
+    """The natural logarithm."""
     return _float_call(MathFunc.LOG, x)
 
 
 def sqrt(x: ExprLike) -> Expr:
+    """The square root."""
     return _float_call(MathFunc.SQRT, x)
 
 
@@ -48,6 +51,7 @@ def rsqrt(x: ExprLike) -> Expr:
 
 
 def tanh(x: ExprLike) -> Expr:
+    """The hyperbolic tangent."""
     return _float_call(MathFunc.TANH, x)
 
 
@@ -57,18 +61,22 @@ def sigmoid(x: ExprLike) -> Expr:
 
 
 def erf(x: ExprLike) -> Expr:
+    """The error function (for GELU)."""
     return _float_call(MathFunc.ERF, x)
 
 
 def floor(x: ExprLike) -> Expr:
+    """The largest integer value not above `x`, in x's float type."""
     return _float_call(MathFunc.FLOOR, x)
 
 
 def ceil(x: ExprLike) -> Expr:
+    """The smallest integer value not below `x`, in x's float type."""
     return _float_call(MathFunc.CEIL, x)
 
 
 def abs(x: ExprLike) -> Expr:  # noqa: A001 - the public name mirrors numpy and TVM
+    """Absolute value, elementwise (the identity on unsigned and bool values)."""
     e = as_expr(x)
     if e.dtype.is_bool or e.dtype.is_uint:
         return e

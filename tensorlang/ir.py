@@ -217,6 +217,7 @@ class PrimFunc(Node):
     attrs: tuple[tuple[str, object], ...] = ()
 
     def with_body(self, body: Stmt) -> PrimFunc:
+        """The same function with another body (itself when the body is unchanged)."""
         if body is self.body:
             return self
         return PrimFunc(self.name, self.params, self.shape_vars, body, self.attrs)

@@ -153,10 +153,12 @@ class Stage:
 
     @property
     def name(self) -> str:
+        """The name of the stage's operation."""
         return self.op.name
 
     @property
     def is_placeholder(self) -> bool:
+        """Whether the stage is an input (it has no loops to schedule)."""
         return isinstance(self.op, PlaceholderOp)
 
     # -- checks -------------------------------------------------------------------------------
@@ -436,6 +438,7 @@ class Schedule:
             raise ScheduleError(f"{op.name} is not part of this schedule") from None
 
     def stage_of(self, op: Operation) -> Stage:
+        """The stage of an operation (the same as `s[op]`)."""
         return self[op]
 
     def __str__(self) -> str:

@@ -40,15 +40,18 @@ class Operation:
 
     @property
     def num_outputs(self) -> int:
+        """How many tensors the operation produces."""
         return 1
 
     def output(self, index: int = 0) -> Tensor:
+        """The output tensor number `index`."""
         return self.outputs[index]
 
     outputs: tuple[Tensor, ...]
 
     @property
     def input_tensors(self) -> list[Tensor]:
+        """The tensors this operation reads (none for a placeholder)."""
         return []
 
 
@@ -88,10 +91,12 @@ class ComputeOp(Operation):
 
     @property
     def num_outputs(self) -> int:
+        """How many tensors the compute produces (one per body expression)."""
         return len(self.body)
 
     @property
     def input_tensors(self) -> list[Tensor]:
+        """The tensors the body reads, in order of first appearance."""
         from .visitor import post_order_visit
 
         found: dict[int, Tensor] = {}
@@ -119,14 +124,17 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
+        """The element type, as a string such as "float32"."""
         return str(self.dtype_)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def name(self) -> str:
+        """The operation's name (with `.vN` for output N of a multi-output compute)."""
         if self.op.num_outputs == 1:
             return self.op.name
         return f"{self.op.name}.v{self.value_index}"

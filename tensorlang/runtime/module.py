@@ -91,6 +91,7 @@ class Module:
 
     @property
     def name(self) -> str:
+        """The kernel's name (the `name` given to `build`)."""
         return self.signature.name
 
     def __repr__(self) -> str:
