@@ -17,8 +17,10 @@ from .result import MeasureInput, MeasureResult, gflops
 
 
 class Progress:
-    """Shows `matmul.x86:  50%|█████     | 500/1000 [01:02<01:01, 8.1trial/s, cur 98.1 best
-    143.2 GFLOP/s]` on stderr, or nothing when it is not a terminal.
+    """Shows a bar on stderr, or nothing when it is not a terminal:
+
+        matmul.x86:  50%|█████     | 500/1000 [01:02<01:01, 8.1trial/s, cur 98.1 best 143.2 GFLOP/s]
+
 
     Args:
         total: the trials this run will make.

@@ -200,7 +200,7 @@ def main() -> None:
                 if args.trials <= 0:
                     break
                 task = autotune.create_task(w.task_name, w.task_args)
-                autotune.tune(task, trials=args.trials, log_file=args.log, progress=False)
+                autotune.tune(task, trials=args.trials, log_file=args.log)  # a bar on a terminal
             fn, arrays = _ours(w, args.log if mode == "tuned" else None)
             torch_call = w.torch_fn(arrays) if (w.torch_fn and _has_torch()) else None
             numpy_call = w.numpy_fn(arrays) if w.numpy_fn else None

@@ -25,6 +25,7 @@ import numpy as np
 import autotune
 import tensorlang as tl
 from autotune.measure import Measurer
+from autotune.progress import Progress
 from autotune.result import MeasureInput, gflops
 from autotune.tuner import GATuner, RandomTuner, Tuner, XGBTuner
 
@@ -157,7 +158,11 @@ def _trace(task: autotune.Task, tuner: Tuner, trials: int) -> list[tuple[int, fl
     def record(t: Tuner, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
         trace.extend((i.config.index, gflops(task.flop, r)) for i, r in zip(inputs, results))
 
-    tuner.tune(trials, _option(), callbacks=[record], batch_size=16)
+    bar = Progress(trials, f"{task.name} {type(tuner).__name__}")  # quiet off a terminal
+    try:
+        tuner.tune(trials, _option(), callbacks=[record, bar], batch_size=16)
+    finally:
+        bar.finish()
     return trace
 
 
@@ -248,8 +253,12 @@ def throughput(trials: int, template: str) -> None:
         return m, overlapping
 
     tuner._measurer = spy
+    bar = Progress(trials, template)
     start = time.perf_counter()
-    tuner.tune(trials, option, batch_size=16)
+    try:
+        tuner.tune(trials, option, callbacks=[bar], batch_size=16)
+    finally:
+        bar.finish()
     wall = time.perf_counter() - start
     m = measurers[0]
     done = tuner.trial_count  # fewer than asked when the space is smaller

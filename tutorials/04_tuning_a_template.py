@@ -82,7 +82,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64 if SMALL else 512)
     parser.add_argument("--trials", type=int, default=8 if SMALL else 200)
-    parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "tutorial_matmul.jsonl"))
+    parser.add_argument("--log",
+                        default=os.path.join(tempfile.gettempdir(), "tutorial_matmul.jsonl"))
     parser.add_argument("--seed", type=int, default=0)
     opts = parser.parse_args()
     n = opts.size
@@ -117,7 +118,8 @@ def main() -> None:
     side_by_side = compare(lambda: f(a, b, c), lambda: a @ b, repeat=1 if SMALL else 7)
     ours, ref = side_by_side.gflops(task.flop)
     print(f"tuned kernel: {ours:.1f} GFLOP/s, numpy: {ref:.1f} GFLOP/s, "
-          f"ratio {side_by_side.speedup:.2f}x (measured side by side, {tl.get_num_threads()} threads)")
+          f"ratio {side_by_side.speedup:.2f}x "
+          f"(measured side by side, {tl.get_num_threads()} threads)")
     print("the tuned kernel matches numpy")
 
 

@@ -1,6 +1,6 @@
 """Tuning a convolution from topi: the operator library's compute, schedule and template.
 
-    python tutorials/05_tune_conv2d.py                   # ResNet-18's 64x56x56 3x3 layer, 200 trials
+    python tutorials/05_tune_conv2d.py            # ResNet-18's 64x56x56 3x3 layer, 200 trials
     python tutorials/05_tune_conv2d.py --trials 1000
     TL_TUTORIAL_SMALL=1 python tutorials/05_tune_conv2d.py   # 16x14x14 -> 32, 8 trials (CI)
 

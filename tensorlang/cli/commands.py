@@ -19,8 +19,15 @@ import tensorlang as tl
 from autotune import InstantiationError
 
 from .kernels import WrongResult, instantiate, judge
-from .logs import LogError, best_per_workload, curves, import_templates, logged_best, plot_curves
-from .logs import read_log
+from .logs import (
+    LogError,
+    best_per_workload,
+    curves,
+    import_templates,
+    logged_best,
+    plot_curves,
+    read_log,
+)
 from .ops import OPS, OpError, Window, Workload, op_table, resolve
 from .table import format_table
 

@@ -83,12 +83,13 @@ class Kernel:
         """Run the kernel once on its arrays."""
         self.module(*self.arrays)
 
-    def batch(self, seconds: float = 1e-3) -> tuple[Callable[[], object], int]:
-        """A call running the kernel about `seconds` long in C, and the runs it makes."""
+    def batch(self, seconds: float = 2e-3, least: int = 20) -> tuple[Callable[[], object], int]:
+        """A call running the kernel in C for about `seconds` (at least `least` runs), and the
+        number of runs it makes."""
         probe = self.module.time_evaluator(number=1, repeat=1, min_repeat_ms=seconds * 1e3)
-        runs = max(1, round(seconds / probe(*self.arrays).mean))
+        runs = max(least, round(seconds / probe(*self.arrays).mean))
         timer = self.module.time_evaluator(number=runs, repeat=1)
-        return (lambda: timer(*self.arrays)), runs
+        return (lambda: timer(*self.arrays)), runs + 1  # the evaluator warms up with one run
 
     @property
     def output(self) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""What `tensorlang tune OP` and `tensorlang lower OP` mean by OP: a topi operator or a user template.
+"""What `tensorlang tune OP` and `tensorlang lower OP` mean by OP: a topi op or a user template.
 
 A topi operator is known by name (`matmul`, `conv2d_nchw`, ...): its table entry says what the
 numbers of `--shape` are, how they become the arguments of its tunable template (the same task
