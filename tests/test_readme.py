@@ -24,3 +24,12 @@ def test_readme_examples_run_and_compute_the_right_values() -> None:
     f(a, b, c)
     np.testing.assert_allclose(c[0], a @ b, rtol=1e-4)
     assert "zmm" in f.get_source("asm") or "ymm" in f.get_source("asm")
+
+
+def test_readme_opens_with_the_two_setup_commands() -> None:
+    """The first command tunes with the command line; the second is exactly CI's test run."""
+    first, second = re.search(r"```bash\n(.*?)```", README.read_text(),
+                              flags=re.DOTALL).group(1).splitlines()[:2]
+    assert first.startswith("pip install -e . && tensorlang tune ")
+    ci_lines = [line.strip() for line in (README.parent / ".ci" / "run").read_text().splitlines()]
+    assert second.split(" && ") == [line for line in ci_lines if line.startswith("python -m")]
