@@ -28,7 +28,7 @@ from .logs import (
     plot_curves,
     read_log,
 )
-from .ops import OPS, OpError, Window, Workload, op_table, resolve
+from .ops import OpError, Window, Workload, op_table, resolve
 from .table import format_table
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -87,8 +87,8 @@ def _task(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any
     return workload, task
 
 
-OPS_HELP = "\b\nOps (or a template of your own as module:function or file.py:function):\n" + \
-    op_table()
+OPS_HELP = ("\b\nOps (or a template of your own as module:function or file.py:function):\n"
+            + op_table())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -152,6 +152,12 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
         click.echo(f"\n{workload.label}, timed side by side (median of {rounds} "
                    f"round{'s' if rounds > 1 else ''}):")
         click.echo(format_table(["kernel", "GFLOP/s", "tuned speed-up"], table, "lrr"))
+        fallback = next(r for r in rows if r.name == "fallback")
+        if fallback.tuned_speedup is not None and fallback.tuned_speedup < 0.95:
+            click.echo(f"note: the fallback config was faster than the best of "
+                       f"{result.n_results} trials here, yet the log's best is what "
+                       "apply_history_best uses: tune longer (--trials), or measure again on a "
+                       "quiet machine")
     click.echo(f"\nlog: {os.path.abspath(log)} ({result.n_results} records of this workload)")
 
 
@@ -234,4 +240,4 @@ def lower(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any
             click.echo(tl.lower(s, tensors, name="kernel"))
 
 
-__all__ = ["OPS", "cli"]
+__all__ = ["cli"]

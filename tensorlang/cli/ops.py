@@ -163,42 +163,24 @@ def _torch_conv(window: Window, kernel_hw: tuple[int, int], groups: int = 1,
     return {"PyTorch": make}
 
 
-def _conv_args(data: tuple, kernel: tuple, window: Window, dtype: str) -> tuple:
-    return (data, kernel, window.stride, window.padding, window.dilation, dtype)
+def _conv(op: str, data_order: str, kernel_order: str, depthwise: bool = False,
+          nhwc: bool = False) -> Callable[[dict[str, int], str, Window], Workload]:
+    """The workload builder of a convolution whose data and kernel shapes list the `--shape`
+    fields in these orders (e.g. "NCHW", "KCRS"); its numpy reference is `<op>_python`."""
 
+    def workload(d: dict[str, int], dtype: str, window: Window) -> Workload:
+        import topi.testing
 
-def _conv2d_nchw(d: dict[str, int], dtype: str, window: Window) -> Workload:
-    from topi.testing import conv2d_nchw_python
+        reference = getattr(topi.testing, f"{op}_python")
+        data, kernel = tuple(d[f] for f in data_order), tuple(d[f] for f in kernel_order)
+        outputs = f"x{d['M']}" if depthwise else f"-> {d['K']}"
+        return Workload(
+            f"{op} {'x'.join(map(str, data))} {outputs} {d['R']}x{d['S']} {dtype}", f"{op}.x86",
+            (data, kernel, window.stride, window.padding, window.dilation, dtype),
+            lambda xs: reference(*xs, window.stride, window.padding, window.dilation),
+            _torch_conv(window, (d["R"], d["S"]), groups=d["C"] if depthwise else 1, nhwc=nhwc))
 
-    data, kernel = (d["N"], d["C"], d["H"], d["W"]), (d["K"], d["C"], d["R"], d["S"])
-    return Workload(
-        f"conv2d_nchw {'x'.join(map(str, data))} -> {d['K']} {d['R']}x{d['S']} {dtype}",
-        "conv2d_nchw.x86", _conv_args(data, kernel, window, dtype),
-        lambda xs: conv2d_nchw_python(*xs, window.stride, window.padding, window.dilation),
-        _torch_conv(window, (d["R"], d["S"])))
-
-
-def _conv2d_nhwc(d: dict[str, int], dtype: str, window: Window) -> Workload:
-    from topi.testing import conv2d_nhwc_python
-
-    data, kernel = (d["N"], d["H"], d["W"], d["C"]), (d["R"], d["S"], d["C"], d["K"])
-    return Workload(
-        f"conv2d_nhwc {'x'.join(map(str, data))} -> {d['K']} {d['R']}x{d['S']} {dtype}",
-        "conv2d_nhwc.x86", _conv_args(data, kernel, window, dtype),
-        lambda xs: conv2d_nhwc_python(*xs, window.stride, window.padding, window.dilation),
-        _torch_conv(window, (d["R"], d["S"]), nhwc=True))
-
-
-def _depthwise(d: dict[str, int], dtype: str, window: Window) -> Workload:
-    from topi.testing import depthwise_conv2d_nchw_python
-
-    data, kernel = (d["N"], d["C"], d["H"], d["W"]), (d["C"], d["M"], d["R"], d["S"])
-    return Workload(
-        f"depthwise_conv2d_nchw {'x'.join(map(str, data))} x{d['M']} {d['R']}x{d['S']} {dtype}",
-        "depthwise_conv2d_nchw.x86", _conv_args(data, kernel, window, dtype),
-        lambda xs: depthwise_conv2d_nchw_python(*xs, window.stride, window.padding,
-                                                window.dilation),
-        _torch_conv(window, (d["R"], d["S"]), groups=d["C"]))
+    return workload
 
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
@@ -207,11 +189,13 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("batch_matmul", ("B", "M", "N", "K"), "batch_matmul.x86",
            "x (B, M, K) @ y (B, N, K)^T", _batch_matmul),
     OpSpec("conv2d_nchw", ("N", "C", "H", "W", "K", "R", "S"), "conv2d_nchw.x86",
-           "data (N, C, H, W), kernel (K, C, R, S)", _conv2d_nchw),
+           "data (N, C, H, W), kernel (K, C, R, S)", _conv("conv2d_nchw", "NCHW", "KCRS")),
     OpSpec("conv2d_nhwc", ("N", "H", "W", "C", "K", "R", "S"), "conv2d_nhwc.x86",
-           "data (N, H, W, C), kernel (R, S, C, K)", _conv2d_nhwc),
+           "data (N, H, W, C), kernel (R, S, C, K)",
+           _conv("conv2d_nhwc", "NHWC", "RSCK", nhwc=True)),
     OpSpec("depthwise_conv2d_nchw", ("N", "C", "H", "W", "M", "R", "S"),
-           "depthwise_conv2d_nchw.x86", "data (N, C, H, W), kernel (C, M, R, S)", _depthwise),
+           "depthwise_conv2d_nchw.x86", "data (N, C, H, W), kernel (C, M, R, S)",
+           _conv("depthwise_conv2d_nchw", "NCHW", "CMRS", depthwise=True)),
 )}
 
 
