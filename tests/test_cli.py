@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -134,6 +135,22 @@ def test_a_log_of_garbage_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     log.write_text("not json\n")
     code, _, err = run(capsys, "best", str(log))
     assert code == 1 and "holds no tuning records" in err.splitlines()[-1]
+
+
+def test_plotting_a_template_that_is_not_registered_says_how_to_register_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    log = tmp_path / "other.jsonl"
+    log.write_text(json.dumps({
+        "version": 1, "workload": ["elsewhere/unknown", [8]], "target": "llvm",
+        "config": {"index": 0, "knobs": {}},
+        "result": {"costs": [1e-6], "error_no": 0, "error_msg": "", "all_cost": 0.1,
+                   "timestamp": 0.0},
+    }) + "\n")
+    code, _, err = run(capsys, "plot", str(log), "-o", str(tmp_path / "c.png"))
+    assert code == 1 and "'elsewhere/unknown' is not registered" in err and "--import" in err
+    code, out, err = run(capsys, "best", str(log))  # no GFLOP/s without the flop count
+    assert code == 0, err
+    assert "elsewhere/unknown [8]" in out and out.splitlines()[1].split()[-3] == "-"
 
 
 @pytest.mark.parametrize("command", ["tune", "best", "plot", "lower"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -143,7 +144,7 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
     click.echo(f"best config: {result.config}")
     click.echo(f"best measured while tuning: {result.gflops:.1f} GFLOP/s")
     if not no_compare:
-        if not quiet:
+        if not quiet and sys.stderr.isatty():  # progress, like the tuning bar
             click.echo("timing the best kernel side by side with the alternatives ...", err=True)
         with user_errors():
             rows = judge(task, workload, result.config, result.n_results, rounds)
