@@ -253,12 +253,8 @@ def throughput(trials: int, template: str) -> None:
         return m, overlapping
 
     tuner._measurer = spy
-    bar = Progress(trials, template)
     start = time.perf_counter()
-    try:
-        tuner.tune(trials, option, callbacks=[bar], batch_size=16)
-    finally:
-        bar.finish()
+    tuner.tune(trials, option, batch_size=16)
     wall = time.perf_counter() - start
     m = measurers[0]
     done = tuner.trial_count  # fewer than asked when the space is smaller

@@ -96,7 +96,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        """The tensors the body reads, in order of first appearance."""
         from .visitor import post_order_visit
 
         found: dict[int, Tensor] = {}
