@@ -30,9 +30,7 @@ def _own_members(cls: type) -> Iterator[tuple[str, object]]:
 
 def _documented(obj: object) -> bool:
     """Whether it has a docstring of its own or inherits one (an override of a documented
-    method)."""
-    if isinstance(obj, property):
-        obj = obj.fget
+    method or property)."""
     return bool(inspect.getdoc(obj))
 
 
