@@ -16,9 +16,11 @@ setup(
         "llvmlite>=0.44,<0.60",
         "cffi>=1.15,<3",
         "xgboost>=1.7,<4",
+        "cloudpickle>=2.2",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "distributed>=2023.1"],
+        "distributed": ["distributed>=2023.1"],
         "plot": ["matplotlib>=3.6"],
     },
 )

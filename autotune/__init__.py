@@ -10,7 +10,8 @@ from . import tuner
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
 from .explorer import SimulatedAnnealing, diverse_pick
 from .features import FEATURE_VERSION, FeatureExtractor, feature_names
-from .measure import LocalBuilder, LocalRunner, MeasureOption, before_run, measure_option
+from .artifact import Artifact, before_run
+from .measure import Builder, LocalBuilder, LocalRunner, MeasureOption, Runner, measure_option
 from .record import (
     ApplyHistoryBest,
     Record,
@@ -27,11 +28,13 @@ from .space import (
     InstantiationError,
 )
 from .task import Task, create_task, current_target, get_config, query_config, template
-from .tuning import Result, tune
+from .tuning import Result, TuningError, tune
 
 __all__ = [
     "FEATURE_VERSION",
     "ApplyHistoryBest",
+    "Artifact",
+    "Builder",
     "ConfigEntity",
     "ConfigSpace",
     "CostModel",
@@ -47,8 +50,10 @@ __all__ = [
     "RandomModel",
     "Record",
     "Result",
+    "Runner",
     "SimulatedAnnealing",
     "Task",
+    "TuningError",
     "XGBoostCostModel",
     "apply_history_best",
     "before_run",
