@@ -9,6 +9,7 @@ isolated processes -> `MeasureResult` -> a JSON line in the log and back into th
 from . import tuner
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
 from .explorer import SimulatedAnnealing, diverse_pick
+from .farm import DaskBuilder, DaskRunner
 from .features import FEATURE_VERSION, FeatureExtractor, feature_names
 from .artifact import Artifact, before_run
 from .measure import Builder, LocalBuilder, LocalRunner, MeasureOption, Runner, measure_option
@@ -38,6 +39,8 @@ __all__ = [
     "ConfigEntity",
     "ConfigSpace",
     "CostModel",
+    "DaskBuilder",
+    "DaskRunner",
     "FallbackConfig",
     "FeatureExtractor",
     "InstantiationError",

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job
-from .hostcpu import this_host
+from . import hostcpu
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .workers import Job, Outcome, WorkerPool
 
@@ -84,13 +84,17 @@ class LocalBuilder:
     def build(self, inputs: Sequence[MeasureInput],
               feature_kind: str | None = None) -> list[Artifact | MeasureResult]:
         """Build each input: an Artifact, or a MeasureResult carrying the error."""
+        return self.build_specs([(TaskSpec.of(i.task), i.config.index) for i in inputs],
+                                feature_kind)
+
+    def build_specs(self, configs: Sequence[tuple[TaskSpec, int]],
+                    feature_kind: str | None = None) -> list[Artifact | MeasureResult]:
+        """`build` for configs given as (task spec, config index), as they reach a farm."""
         if self._pool is None:
             self._pool = WorkerPool(self.n_parallel, _PRELOAD)
-        jobs = [
-            Job(build_job, (TaskSpec.of(i.task), i.config.index, feature_kind), self.timeout,
-                MeasureErrorNo.BUILD_TIMEOUT, MeasureErrorNo.COMPILE_ERROR)
-            for i in inputs
-        ]
+        jobs = [Job(build_job, (spec, index, feature_kind), self.timeout,
+                    MeasureErrorNo.BUILD_TIMEOUT, MeasureErrorNo.COMPILE_ERROR)
+                for spec, index in configs]
         return [o.value if o.error_no is MeasureErrorNo.NO_ERROR else _error(o)
                 for o in self._pool.run(jobs)]
 
@@ -149,7 +153,7 @@ class LocalRunner:
         if self._pool is None:
             self._pool = WorkerPool(1, _PRELOAD)
         settings = self.settings(best_seconds)
-        machine = this_host().describe()
+        machine = hostcpu.this_host().describe()
         results = []
         for k, artifact in enumerate(artifacts):
             if k and self.cooldown_interval > 0:
