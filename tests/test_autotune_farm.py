@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +168,50 @@ def test_each_config_is_compiled_once(capfd, monkeypatch, tmp_path):
             autotune.tune(task, trials=8, tuner="grid", measure_option=_dask_option(c),
                           progress=False)
             assert capfd.readouterr().err.count("llvm opt") == 8
+
+
+def _doc_blocks(language: str) -> list[str]:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "tuning_farm.md").read_text()
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+
+
+def test_the_farm_recipe_of_the_docs_works(tmp_path):
+    """The commands and the script of docs/tuning_farm.md, with this machine as the farm."""
+    port = _free_port()
+    commands = [shlex.split(line.replace("8786", str(port)).replace("scheduler-host", "127.0.0.1"))
+                for block in _doc_blocks("bash") for line in block.splitlines()
+                if line.startswith("dask ")]
+    assert [c[:2] for c in commands] == [["dask", "scheduler"], ["dask", "worker"],
+                                         ["dask", "worker"]]
+    commands[0] += ["--host", "127.0.0.1", "--dashboard-address", ":0"]
+    commands[2] = [{"4": "1", "build=4": "build=1"}.get(w, w) for w in commands[2]]  # 2 cores
+    (script,) = [b for b in _doc_blocks("python") if "Client(" in b]
+    script = (script.replace("scheduler-host:8786", f"127.0.0.1:{port}")
+              .replace("llvm -mcpu=skylake-avx512", f"llvm -mcpu={hostcpu.this_host().cpu}")
+              .replace("trials=64", "trials=8"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    processes = []
+    try:
+        for command in commands:
+            processes.append(subprocess.Popen(command, cwd=tmp_path, env=env,
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+        with distributed.Client(f"tcp://127.0.0.1:{port}", timeout=60) as c:
+            c.wait_for_workers(2, timeout=60)
+        tuned = subprocess.run([sys.executable, "-"], input=script, capture_output=True,
+                               text=True, cwd=tmp_path, env=env, timeout=300)
+    finally:
+        for p in processes:
+            p.terminate()
+        for p in processes:
+            p.wait(timeout=30)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "best Config" in tuned.stdout and "(8 measurements)" in tuned.stdout, tuned.stdout
+    records = autotune.load_records(tmp_path / "farm.jsonl")
+    assert len(records) == 8 and all(r.machine for r in records)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
