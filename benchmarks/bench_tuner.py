@@ -9,12 +9,12 @@ Efficiency: trials each tuner needs to find a config within 90% / 95% of the fas
 found by any run on that template (GEMM, conv2d-like, batch_matmul-like, all written with
 tensorlang only), judged by speeds re-measured side by side (see `_verified_speeds`).
 Throughput: wall time of `tune` on the 1024^3 GEMM template of API.md, split into build, run and
-model (proposal + learning) time per trial. `--dask`: wall time of the same random-tuner run through
+model (proposal + learning) time per trial. `--dask`: wall time of one random-tuner run through
 DaskBuilder / DaskRunner on a LocalCluster (one measuring worker, `--builders` building workers)
 against LocalBuilder / LocalRunner, alternately, as the median of the per-round ratios, and the
-wall time projected for N measuring machines from the measured per-trial costs. Model quality: pairwise ranking accuracy and recall of
-the true top 10% on held-out configs. Timings vary by 30% between runs on this machine: compare
-numbers of one run only.
+wall time projected for N measuring machines from the measured per-trial costs. Model quality:
+pairwise ranking accuracy and recall of the true top 10% on held-out configs. Timings vary by
+30% between runs on this machine: compare numbers of one run only.
 """
 
 from __future__ import annotations
