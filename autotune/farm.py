@@ -29,7 +29,6 @@ from .artifact import REFERENCE_SECONDS, Artifact, TaskSpec
 from .hostcpu import HostCPU
 from .measure import LocalBuilder, LocalRunner
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
-from .workers import STARTUP_SECONDS
 
 
 class _Connection:
@@ -162,7 +161,7 @@ class DaskRunner:
         wait_for_workers: seconds to wait for a suitable measuring worker to join when none is
             connected; then RuntimeError.
         hang_seconds: seconds past a run's own limits after which a worker that has not
-            answered counts as hung.
+            answered counts as hung (they also cover starting its runner process).
     """
 
     poll_seconds = 0.5
@@ -228,10 +227,8 @@ class DaskRunner:
 
     def _run_budget(self, best_seconds: float | None) -> float:
         """Seconds a worker may take to answer for one run before it counts as hung."""
-        limit = self._limits.settings(best_seconds).run_timeout + STARTUP_SECONDS
-        if self._limits.check_correctness:
-            limit += REFERENCE_SECONDS
-        return limit + self.hang_seconds
+        limit = self._limits.settings(best_seconds).run_timeout + self.hang_seconds
+        return limit + (REFERENCE_SECONDS if self._limits.check_correctness else 0.0)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -245,8 +242,13 @@ class DaskRunner:
         pending: dict[Any, int] = {}
         allowed: dict[Any, list[str]] = {}
 
-        def submit(k: int) -> None:
-            workers = self._workers_for(artifacts[k].target)
+        workers_for: dict[str, list[str]] = {}  # target -> measuring workers, once per batch
+
+        def submit(k: int, refresh: bool = False) -> None:
+            target = artifacts[k].target
+            if refresh or target not in workers_for:
+                workers_for[target] = self._workers_for(target)
+            workers = workers_for[target]
             future = client.submit(_run_on_worker, self.settings, artifacts[k], best_seconds,
                                    workers=workers, allow_other_workers=False,
                                    resources={self.resource: 1}, pure=False)
@@ -279,7 +281,7 @@ class DaskRunner:
                 elif not alive.intersection(allowed[future]):  # its workers left: move it
                     k = pending.pop(future)
                     future.cancel()
-                    submit(k)
+                    submit(k, refresh=True)
         return [r for r in results if r is not None]
 
     def _hung_workers(self, running: dict[str, tuple[tuple[str, ...], float]],

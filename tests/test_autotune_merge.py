@@ -14,12 +14,13 @@ from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 
 @autotune.template("test_merge/scale")
 def scale(n: int) -> tuple:
+    """Five configs: how many times the loop is unrolled."""
+    cfg = autotune.get_config()
+    cfg.define_knob("unroll", [1, 2, 4, 8, 16])
     A = tl.placeholder((n,), "float32", name="A")
     B = tl.compute((n,), lambda i: A[i] * 3.0, name="B")
     s = tl.create_schedule(B.op)
-    cfg = autotune.get_config()
-    cfg.define_split("t", s[B].op.axis[0], num_outputs=2)
-    cfg["t"].apply(s, B, s[B].op.axis[0])
+    s[B].unroll(s[B].split(s[B].op.axis[0], factor=cfg["unroll"].val)[1])
     return s, [A, B]
 
 
