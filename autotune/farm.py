@@ -69,6 +69,7 @@ class _Connection:
 _worker_state = threading.local()  # one LocalBuilder per worker thread: one build process each
 _runners: dict[tuple[tuple[str, Any], ...], LocalRunner] = {}
 _run_lock = threading.Lock()  # guards _runners; the machine lock orders the timings
+_RUN_EVENTS = "autotune-run-started"
 
 
 def _build_on_worker(spec: TaskSpec, index: int, feature_kind: str | None,
@@ -99,8 +100,19 @@ def _run_on_worker(settings: dict[str, Any], artifact: Artifact,
     with _machine_lock():
         if runner.cooldown_interval > 0:
             time.sleep(runner.cooldown_interval)
+        _announce_start()
         (result,) = runner.run([artifact], best_seconds)
     return result
+
+
+def _announce_start() -> None:
+    """Tell the scheduler which run this worker starts, so that if the worker hangs the tuner
+    knows which run it hung in (the scheduler counts queued runs as processing too)."""
+    import distributed
+
+    worker = distributed.get_worker()
+    worker.log_event(_RUN_EVENTS, {"worker": worker.address,
+                                   "key": str(worker.get_current_task())})
 
 
 def _describe_host() -> HostCPU:
@@ -118,15 +130,19 @@ class DaskBuilder:
         timeout: seconds allowed per config; past it the config is a BUILD_TIMEOUT.
         resource: when given, builds go only to workers that declare this resource (to keep
             them off the measuring machines, say); by default any worker builds.
+        hang_seconds: when no build of a batch has finished for `timeout + hang_seconds`
+            seconds, the workers building the rest count as hung: those configs are
+            BUILD_TIMEOUTs.
     """
 
     def __init__(self, client_or_address: Any, timeout: float = 10,
-                 resource: str | None = None):
+                 resource: str | None = None, hang_seconds: float = 60.0):
         if timeout <= 0:
             raise ValueError(f"DaskBuilder timeout must be > 0, got {timeout}")
         self._connection = _Connection(client_or_address)
         self.timeout = float(timeout)
         self.resource = resource
+        self.hang_seconds = hang_seconds
 
     def build(self, inputs: Sequence[MeasureInput],
               feature_kind: str | None = None) -> list[Artifact | MeasureResult]:
@@ -138,11 +154,20 @@ class DaskBuilder:
         futures = [client.submit(_build_on_worker, TaskSpec.of(i.task), i.config.index,
                                  feature_kind, self.timeout, resources=resources, pure=False)
                    for i in inputs]
-        distributed.wait(futures)
-        return [f.result() if f.status == "finished" else
-                MeasureResult((), MeasureErrorNo.COMPILE_ERROR, f"the build was lost: "
-                              f"{type(f.exception()).__name__}: {f.exception()}")
-                for f in futures]
+        pending = set(futures)
+        stalled = self.timeout + self.hang_seconds
+        while pending:
+            try:
+                pending = distributed.wait(list(pending), timeout=stalled,
+                                           return_when="FIRST_COMPLETED").not_done
+            except TimeoutError:
+                break  # the workers building the rest hung
+        client.cancel(list(pending))
+        hung = MeasureResult((), MeasureErrorNo.BUILD_TIMEOUT, f"no build of the batch finished "
+                             f"for {stalled:.0f} s, or its worker hung", stalled)
+        results = [None if f in pending else _result_of(
+            f, "the build", MeasureErrorNo.COMPILE_ERROR, self.hang_seconds) for f in futures]
+        return [hung if r is None else r for r in results]
 
     def close(self) -> None:
         """Close the client if this builder opened it."""
@@ -256,7 +281,7 @@ class DaskRunner:
 
         for k in range(len(artifacts)):
             submit(k)
-        running: dict[str, tuple[tuple[str, ...], float]] = {}
+        progress: dict[str, tuple[frozenset[str], float]] = {}
         budget = self._run_budget(best_seconds)
         while pending:
             try:
@@ -265,53 +290,79 @@ class DaskRunner:
             except TimeoutError:
                 done = set()
             for future in done:
-                results[pending.pop(future)] = _result_of(future)
+                k = pending.pop(future)
+                results[k] = _result_of(future, "the run", MeasureErrorNo.RUNTIME_ERROR,
+                                        self.hang_seconds)
+                if results[k] is None:  # timed, but its worker hung before handing it over
+                    self._hung.update(client.who_has([future]).get(str(future.key), ()))
+                    submit(k, refresh=True)
             if not pending:
                 break
-            hung = self._hung_workers(running, budget)
+            for worker in self._newly_hung(progress, budget):
+                self._time_out_the_run_on(worker, pending, results, budget)
+            busy = {key for worker, (keys, _) in progress.items() if worker not in self._hung
+                    for key in keys}
             alive = set(self.measuring_hosts())
             for future in list(pending):
-                worker = next((w for w, keys in hung.items() if str(future.key) in keys), None)
-                if worker is not None:
-                    results[pending.pop(future)] = MeasureResult(
-                        (), MeasureErrorNo.RUN_TIMEOUT,
-                        f"measuring worker {worker} did not answer within {budget:.0f} s; it "
-                        "gets no more runs", budget)
-                    future.cancel()
-                elif not alive.intersection(allowed[future]):  # its workers left: move it
-                    k = pending.pop(future)
+                stranded = self._hung.intersection(allowed[future]) and str(future.key) not in busy
+                if stranded or not alive.intersection(allowed[future]):
+                    k = pending.pop(future)  # its workers left or hung: move it to others
                     future.cancel()
                     submit(k, refresh=True)
         return [r for r in results if r is not None]
 
-    def _hung_workers(self, running: dict[str, tuple[tuple[str, ...], float]],
-                      budget: float) -> dict[str, tuple[str, ...]]:
-        """Workers that have run the same tasks for longer than `budget` seconds, with those
-        tasks' keys; they get no more runs. `running` (worker -> the keys it runs and when they
-        were first seen running) is kept up to date here."""
+    def _newly_hung(self, progress: dict[str, tuple[frozenset[str], float]],
+                    budget: float) -> list[str]:
+        """Workers that have finished none of their runs for `budget` seconds (they get no
+        more). `progress` (worker -> its runs, and when one of them last finished) is kept
+        up to date here."""
         now = time.monotonic()
-        hung = {}
+        hung = []
         for worker, keys in self._connection.client.processing().items():
-            keys = tuple(sorted(str(k) for k in keys))
-            if not keys:
-                running.pop(worker, None)
-            elif worker not in running or running[worker][0] != keys:
-                running[worker] = (keys, now)
-            elif now - running[worker][1] > budget:
-                hung[worker] = keys
-                self._hung.add(worker)
+            runs = frozenset(str(k) for k in keys)
+            seen = progress.get(worker)
+            if not runs:
+                progress.pop(worker, None)
+            elif seen is None or seen[0] - runs:  # one of its runs finished (or moved)
+                progress[worker] = (runs, now)
+            else:
+                progress[worker] = (runs, seen[1])
+                if now - seen[1] > budget and worker not in self._hung:
+                    hung.append(worker)
+                    self._hung.add(worker)
         return hung
+
+    def _time_out_the_run_on(self, worker: str, pending: dict[Any, int],
+                             results: list[MeasureResult | None], budget: float) -> None:
+        """Record RUN_TIMEOUT for the run a hung worker last started (it said which, see
+        `_announce_start`); its other runs move to other workers."""
+        by_key = {str(f.key): f for f in pending}
+        started = [e["key"] for _, e in self._connection.client.get_events(_RUN_EVENTS)
+                   if e["worker"] == worker]
+        key = next((k for k in reversed(started) if k in by_key), None)
+        if key is None:
+            return  # it hung before starting a run of this batch
+        future = by_key[key]
+        results[pending.pop(future)] = MeasureResult(
+            (), MeasureErrorNo.RUN_TIMEOUT,
+            f"measuring worker {worker} did not answer within {budget:.0f} s; it gets no more "
+            "runs", budget)
+        future.cancel()
 
     def close(self) -> None:
         """Close the client if this runner opened it."""
         self._connection.close()
 
 
-def _result_of(future: Any) -> MeasureResult:
+def _result_of(future: Any, job: str, error_no: MeasureErrorNo, timeout: float) -> Any:
+    """The result a finished future carries, `error_no` saying how its job failed, or None when
+    the worker holding the result does not hand it over within `timeout` seconds (hung)."""
     if future.status == "finished":
-        return future.result()
+        try:
+            return future.result(timeout=timeout)
+        except TimeoutError:
+            return None
     err = future.exception()
-    killed = type(err).__name__ == "KilledWorker"
-    what = ("the job killed every measuring worker that took it" if killed
-            else "the measuring job failed")
-    return MeasureResult((), MeasureErrorNo.RUNTIME_ERROR, f"{what}: {type(err).__name__}: {err}")
+    why = (f"{job} killed every worker that took it" if type(err).__name__ == "KilledWorker"
+           else f"{job} failed")
+    return MeasureResult((), error_no, f"{why}: {type(err).__name__}: {err}")

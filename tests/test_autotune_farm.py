@@ -6,6 +6,7 @@ is killed mid-run, runs only on workers whose CPU matches, and each config compi
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +25,16 @@ import autotune
 import tensorlang as tl
 import topi
 from autotune import hostcpu
+from autotune.result import MeasureErrorNo
 from tensorlang.benchmark import compare
 
 distributed = pytest.importorskip("distributed", reason="needs the distributed extra")
 
 
 @autotune.template("test_farm/matmul")
-def matmul(n: int, kill_marker: str = "") -> tuple:
-    """Eight configs, far apart in speed: vectorised wide tiles win clearly."""
+def matmul(n: int, marker: str = "", signum: int = 0) -> tuple:
+    """Eight configs, far apart in speed: vectorised wide tiles win clearly. With a marker, the
+    Dask worker that times config (tx=16, vec=1) first gets signal `signum` mid-run."""
     A = tl.placeholder((n, n), "float32", name="A")
     B = tl.placeholder((n, n), "float32", name="B")
     C = topi.nn.matmul(A, B)
@@ -44,16 +48,22 @@ def matmul(n: int, kill_marker: str = "") -> tuple:
     s[C].reorder(y, xo, k, xi)
     if cfg["vec"].val:
         s[C].vectorize(xi)
-    if kill_marker and cfg["tx"].val == 16 and cfg["vec"].val:
-        autotune.before_run(lambda: _kill_my_dask_worker_once(kill_marker))
+    if marker and cfg["tx"].val == 16 and cfg["vec"].val:
+
+        def signal_my_dask_worker_once() -> None:
+            """Runs in the runner process that a Dask worker started (a closure, so it travels
+            by value and unpickles at once): signals that worker, once, and leaves its process
+            id in `marker`."""
+            if not os.path.exists(marker):
+                Path(marker).write_text(str(os.getppid()))
+                time.sleep(0.2)  # mid-run: the worker has told the scheduler what it runs
+                os.kill(os.getppid(), signum)
+
+        autotune.before_run(signal_my_dask_worker_once)
     return s, [A, B, C]
 
 
-def _kill_my_dask_worker_once(marker: str) -> None:
-    """Runs in the runner process that a Dask worker started: kills that worker, once."""
-    if not os.path.exists(marker):
-        Path(marker).touch()
-        os.kill(os.getppid(), signal.SIGKILL)
+SIGNALLED_CONFIG = {"tx": 16, "vec": 1}
 
 
 def _report_cpu(cpu: str | None) -> None:
@@ -117,7 +127,7 @@ def test_dask_tuning_logs_like_local_tuning_and_finds_as_fast_a_config(client, t
 
 def test_killing_a_measuring_worker_mid_run_loses_no_record(client, tmp_path):
     marker = tmp_path / "killed"
-    task = autotune.create_task("test_farm/matmul", (64, str(marker)))
+    task = autotune.create_task("test_farm/matmul", (64, str(marker), int(signal.SIGKILL)))
     log = tmp_path / "log.jsonl"
     result = autotune.tune(task, trials=8, tuner="grid", log_file=log,
                            measure_option=_dask_option(client), progress=False)
@@ -127,6 +137,37 @@ def test_killing_a_measuring_worker_mid_run_loses_no_record(client, tmp_path):
     assert sorted(r.config_index for r in records) == list(range(8))
     assert all(r.result.ok for r in records), [r.result.error_msg for r in records]
     client.wait_for_workers(2, timeout=60)  # the nanny replaces the killed worker
+
+
+def test_a_hung_measuring_worker_costs_one_run_timeout_and_no_more_runs(tmp_path):
+    """Two "machines" (their own temporary folders, so their own measurement locks)."""
+    cluster = distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                       resources={"measure": 1}, dashboard_address=":0")
+    for k in range(2):
+        (tmp_path / f"machine{k}").mkdir()
+        cluster.new_spec = copy.deepcopy(cluster.new_spec)
+        cluster.new_spec["options"]["env"] = {"TMPDIR": str(tmp_path / f"machine{k}")}
+        cluster.scale(k + 1)
+    marker = tmp_path / "stopped"
+    task = autotune.create_task("test_farm/matmul", (64, str(marker), int(signal.SIGSTOP)))
+    log = tmp_path / "log.jsonl"
+    try:
+        with distributed.Client(cluster) as c:
+            c.wait_for_workers(2, timeout=60)
+            option = autotune.measure_option(
+                autotune.DaskBuilder(c),
+                autotune.DaskRunner(c, number=1, repeat=1, timeout=1, hang_seconds=2))
+            autotune.tune(task, trials=8, tuner="grid", log_file=log, measure_option=option,
+                          progress=False)
+    finally:
+        if marker.exists():
+            os.kill(int(marker.read_text()), signal.SIGCONT)
+        cluster.close()
+    records = autotune.load_records(log)
+    assert sorted(r.config_index for r in records) == list(range(8))
+    (hung,) = [r for r in records if not r.result.ok]
+    assert hung.result.error_no is MeasureErrorNo.RUN_TIMEOUT
+    assert "did not answer" in hung.result.error_msg and hung.knobs == SIGNALLED_CONFIG
 
 
 def test_a_worker_with_another_cpu_is_never_sent_a_run(client, tmp_path):
