@@ -230,11 +230,13 @@ def efficiency(trials: int, seeds: Sequence[int], tuners: Sequence[str]) -> None
 
 @dataclass
 class _Timed:
-    """Wall time of one tuning run and where it went (seconds)."""
+    """Wall time of one tuning run, where it went, and the CPU time of every process on the
+    way (seconds)."""
 
     wall: float
     build_wall: float
     measurer: Measurer
+    cpu: float
 
     def per_trial(self, trials: int) -> tuple[float, float, float, float]:
         """Seconds per trial: wall, build worker time, run wall, everything else."""
@@ -265,9 +267,25 @@ def _timed_tune(tuner: Tuner, trials: int, option: autotune.MeasureOption) -> _T
 
     option.builder.build = timed_build  # type: ignore[method-assign]
     tuner._measurer = spy  # type: ignore[method-assign]
-    start = time.perf_counter()
+    cpu, start = _cpu_seconds(), time.perf_counter()
     tuner.tune(trials, option, batch_size=16)
-    return _Timed(time.perf_counter() - start, build_wall, measurers[0])
+    return _Timed(time.perf_counter() - start, build_wall, measurers[0], _cpu_seconds() - cpu)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and all its descendants, living or finished (a load-independent
+    measure of the work done; the machine is shared)."""
+    import psutil  # a dependency of distributed
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def throughput(trials: int, template: str) -> None:
@@ -324,8 +342,10 @@ def dask_overhead(trials: int, builders: int, rounds: int) -> None:
     }
     print(f"{trials} random-tuner trials of {task.name}{task.workload[1]} per run, "
           f"{builders} build worker(s), 1 measuring worker; ms per trial:")
-    print(f"{'round':>5s} {'path':6s}{'wall':>8s}{'build':>8s}{'run':>8s}{'other':>8s}")
+    print(f"{'round':>5s} {'path':6s}{'wall':>8s}{'build':>8s}{'run':>8s}{'other':>8s}"
+          f"{'cpu':>8s}")
     walls: dict[str, list[float]] = {"local": [], "dask": []}
+    cpus: dict[str, list[float]] = {"local": [], "dask": []}
     dask_costs = []
     try:
         for r in range(rounds):
@@ -333,16 +353,19 @@ def dask_overhead(trials: int, builders: int, rounds: int) -> None:
                 timed = _timed_tune(RandomTuner(task, seed=r), trials, options[path]())
                 costs = timed.per_trial(trials)
                 walls[path].append(costs[0])
+                cpus[path].append(timed.cpu / trials)
                 if path == "dask":
                     dask_costs.append(costs)
-                print(f"{r:5d} {path:6s}" + "".join(f"{c * 1e3:8.1f}" for c in costs))
+                print(f"{r:5d} {path:6s}" + "".join(f"{c * 1e3:8.1f}" for c in costs)
+                      + f"{timed.cpu / trials * 1e3:8.1f}")
     finally:
         client.close()
         cluster.close()
-    ratios = np.asarray(walls["dask"]) / np.asarray(walls["local"])
-    print(f"wall per 1000 trials: local {np.median(walls['local']) * 1e3:.0f} s, "
-          f"dask {np.median(walls['dask']) * 1e3:.0f} s; dask/local per round "
-          f"{' '.join(f'{x:.3f}' for x in ratios)}, median {np.median(ratios):.3f}")
+    for what, values in (("wall", walls), ("CPU", cpus)):
+        ratios = np.asarray(values["dask"]) / np.asarray(values["local"])
+        print(f"{what} per 1000 trials: local {np.median(values['local']) * 1e3:.0f} s, "
+              f"dask {np.median(values['dask']) * 1e3:.0f} s; dask/local per round "
+              f"{' '.join(f'{x:.3f}' for x in ratios)}, median {np.median(ratios):.3f}")
     _, build, run, other = np.median(np.asarray(dask_costs), axis=0)
     print("projected wall per 1000 trials with N measuring machines, each also building with "
           f"{builders} worker(s) (batches of 16; build {build * 1e3:.0f}, run {run * 1e3:.0f}, "
