@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import tempfile
 import threading
@@ -90,28 +91,30 @@ def _machine_lock() -> Iterator[None]:
         yield
 
 
-def _run_on_worker(settings: dict[str, Any], artifact: Artifact,
-                   best_seconds: float | None) -> MeasureResult:
+def _run_on_worker(settings: dict[str, Any], artifacts: list[Artifact],
+                   best_seconds: float | None) -> list[MeasureResult]:
     key = tuple(sorted(settings.items()))
     with _run_lock:
         runner = _runners.get(key)
         if runner is None:
             runner = _runners[key] = LocalRunner(**settings)
-    with _machine_lock():
-        if runner.cooldown_interval > 0:
-            time.sleep(runner.cooldown_interval)
-        _announce_start()
-        (result,) = runner.run([artifact], best_seconds)
-    return result
+    results = []
+    for position, artifact in enumerate(artifacts):
+        with _machine_lock():
+            if runner.cooldown_interval > 0:
+                time.sleep(runner.cooldown_interval)
+            _announce_start(position)
+            results += runner.run([artifact], best_seconds)
+    return results
 
 
-def _announce_start() -> None:
-    """Tell the scheduler which run this worker starts, so that if the worker hangs the tuner
-    knows which run it hung in (the scheduler counts queued runs as processing too)."""
+def _announce_start(position: int) -> None:
+    """Tell the scheduler which run this worker starts (the `position`-th of its task), so that
+    if the worker hangs the tuner knows in which run."""
     import distributed
 
     worker = distributed.get_worker()
-    worker.log_event(_RUN_EVENTS, {"worker": worker.address,
+    worker.log_event(_RUN_EVENTS, {"worker": worker.address, "position": position,
                                    "key": str(worker.get_current_task())})
 
 
@@ -264,25 +267,35 @@ class DaskRunner:
 
         client = self._connection.client
         results: list[MeasureResult | None] = [None] * len(artifacts)
-        pending: dict[Any, int] = {}
+        pending: dict[Any, list[int]] = {}  # a task -> the artifacts it times, in order
         allowed: dict[Any, list[str]] = {}
-
         workers_for: dict[str, list[str]] = {}  # target -> measuring workers, once per batch
 
-        def submit(k: int, refresh: bool = False) -> None:
-            target = artifacts[k].target
+        def submit(chunk: list[int], refresh: bool = False) -> None:
+            target = artifacts[chunk[0]].target
             if refresh or target not in workers_for:
                 workers_for[target] = self._workers_for(target)
             workers = workers_for[target]
-            future = client.submit(_run_on_worker, self.settings, artifacts[k], best_seconds,
+            future = client.submit(_run_on_worker, self.settings,
+                                   [artifacts[k] for k in chunk], best_seconds,
                                    workers=workers, allow_other_workers=False,
                                    resources={self.resource: 1}, pure=False)
-            pending[future], allowed[future] = k, workers
+            pending[future], allowed[future] = chunk, workers
 
-        for k in range(len(artifacts)):
-            submit(k)
+        if not artifacts:
+            return []
+        chunks: list[list[int]] = []
+        for target in dict.fromkeys(a.target for a in artifacts):
+            indices = [k for k, a in enumerate(artifacts) if a.target == target]
+            workers_for[target] = self._workers_for(target)
+            # Two tasks per worker: the second waits on the worker, so that runs follow each
+            # other without a round trip to the tuner, and few messages are sent per run.
+            size = math.ceil(len(indices) / (2 * len(workers_for[target])))
+            chunks += [indices[i:i + size] for i in range(0, len(indices), size)]
+        for chunk in chunks:
+            submit(chunk)
         progress: dict[str, tuple[frozenset[str], float]] = {}
-        budget = self._run_budget(best_seconds)
+        stalled = self._run_budget(best_seconds) * max(len(c) for c in chunks)
         while pending:
             try:
                 done, _ = distributed.wait(list(pending), timeout=self.poll_seconds,
@@ -290,25 +303,35 @@ class DaskRunner:
             except TimeoutError:
                 done = set()
             for future in done:
-                k = pending.pop(future)
-                results[k] = _result_of(future, "the run", MeasureErrorNo.RUNTIME_ERROR,
-                                        self.hang_seconds)
-                if results[k] is None:  # timed, but its worker hung before handing it over
+                chunk = pending.pop(future)
+                got = _result_of(future, "the run", MeasureErrorNo.RUNTIME_ERROR,
+                                 self.hang_seconds)
+                if got is None:  # timed, but its worker hung before handing the results over
                     self._hung.update(client.who_has([future]).get(str(future.key), ()))
-                    submit(k, refresh=True)
+                    submit(chunk, refresh=True)
+                elif isinstance(got, list):
+                    for k, result in zip(chunk, got):
+                        results[k] = result
+                elif len(chunk) > 1:  # the task failed: run each alone to learn which failed
+                    for k in chunk:
+                        submit([k])
+                else:
+                    results[chunk[0]] = got
             if not pending:
                 break
-            for worker in self._newly_hung(progress, budget):
-                self._time_out_the_run_on(worker, pending, results, budget)
+            for worker in self._newly_hung(progress, stalled):
+                rest = self._time_out_the_run_on(worker, pending, results, stalled)
+                if rest:
+                    submit(rest, refresh=True)
             busy = {key for worker, (keys, _) in progress.items() if worker not in self._hung
                     for key in keys}
             alive = set(self.measuring_hosts())
             for future in list(pending):
                 stranded = self._hung.intersection(allowed[future]) and str(future.key) not in busy
                 if stranded or not alive.intersection(allowed[future]):
-                    k = pending.pop(future)  # its workers left or hung: move it to others
+                    chunk = pending.pop(future)  # its workers left or hung: move it to others
                     future.cancel()
-                    submit(k, refresh=True)
+                    submit(chunk, refresh=True)
         return [r for r in results if r is not None]
 
     def _newly_hung(self, progress: dict[str, tuple[frozenset[str], float]],
@@ -332,22 +355,25 @@ class DaskRunner:
                     self._hung.add(worker)
         return hung
 
-    def _time_out_the_run_on(self, worker: str, pending: dict[Any, int],
-                             results: list[MeasureResult | None], budget: float) -> None:
+    def _time_out_the_run_on(self, worker: str, pending: dict[Any, list[int]],
+                             results: list[MeasureResult | None], stalled: float) -> list[int]:
         """Record RUN_TIMEOUT for the run a hung worker last started (it said which, see
-        `_announce_start`); its other runs move to other workers."""
+        `_announce_start`) and cancel its task; the other runs of that task are returned, to
+        move to other workers (as its other tasks move)."""
         by_key = {str(f.key): f for f in pending}
-        started = [e["key"] for _, e in self._connection.client.get_events(_RUN_EVENTS)
-                   if e["worker"] == worker]
-        key = next((k for k in reversed(started) if k in by_key), None)
-        if key is None:
-            return  # it hung before starting a run of this batch
-        future = by_key[key]
-        results[pending.pop(future)] = MeasureResult(
+        started = [(e["key"], e["position"])
+                   for _, e in self._connection.client.get_events(_RUN_EVENTS)
+                   if e["worker"] == worker and e["key"] in by_key]
+        if not started:
+            return []  # it hung before starting a run of this batch
+        key, position = started[-1]
+        chunk = pending.pop(by_key[key])
+        by_key[key].cancel()
+        results[chunk[position]] = MeasureResult(
             (), MeasureErrorNo.RUN_TIMEOUT,
-            f"measuring worker {worker} did not answer within {budget:.0f} s; it gets no more "
-            "runs", budget)
-        future.cancel()
+            f"measuring worker {worker} finished nothing for {stalled:.0f} s while it timed "
+            "this config; it gets no more runs", stalled)
+        return chunk[:position] + chunk[position + 1:]
 
     def close(self) -> None:
         """Close the client if this runner opened it."""
