@@ -73,13 +73,12 @@ _run_lock = threading.Lock()  # guards _runners; the machine lock orders the tim
 _RUN_EVENTS = "autotune-run-started"
 
 
-def _build_on_worker(spec: TaskSpec, index: int, feature_kind: str | None,
-                     timeout: float) -> Artifact | MeasureResult:
+def _build_on_worker(configs: list[tuple[TaskSpec, int]], feature_kind: str | None,
+                     timeout: float) -> list[Artifact | MeasureResult]:
     builder = getattr(_worker_state, "builder", None)
     if builder is None or builder.timeout != timeout:
         builder = _worker_state.builder = LocalBuilder(timeout, n_parallel=1)
-    (result,) = builder.build_specs([(spec, index)], feature_kind)
-    return result
+    return builder.build_specs(configs, feature_kind)
 
 
 @contextlib.contextmanager
@@ -154,11 +153,16 @@ class DaskBuilder:
 
         client = self._connection.client
         resources = {self.resource: 1} if self.resource else None
-        futures = [client.submit(_build_on_worker, TaskSpec.of(i.task), i.config.index,
-                                 feature_kind, self.timeout, resources=resources, pure=False)
-                   for i in inputs]
+        configs = [(TaskSpec.of(i.task), i.config.index) for i in inputs]
+        if not configs:
+            return []
+        # Two tasks per build thread: few messages per config, and the threads stay busy.
+        size = math.ceil(len(configs) / (2 * self._build_threads()))
+        chunks = [configs[i:i + size] for i in range(0, len(configs), size)]
+        futures = [client.submit(_build_on_worker, chunk, feature_kind, self.timeout,
+                                 resources=resources, pure=False) for chunk in chunks]
         pending = set(futures)
-        stalled = self.timeout + self.hang_seconds
+        stalled = size * self.timeout + self.hang_seconds
         while pending:
             try:
                 pending = distributed.wait(list(pending), timeout=stalled,
@@ -168,9 +172,18 @@ class DaskBuilder:
         client.cancel(list(pending))
         hung = MeasureResult((), MeasureErrorNo.BUILD_TIMEOUT, f"no build of the batch finished "
                              f"for {stalled:.0f} s, or its worker hung", stalled)
-        results = [None if f in pending else _result_of(
-            f, "the build", MeasureErrorNo.COMPILE_ERROR, self.hang_seconds) for f in futures]
-        return [hung if r is None else r for r in results]
+        results: list[Artifact | MeasureResult] = []
+        for future, chunk in zip(futures, chunks):
+            got = None if future in pending else _result_of(
+                future, "the build", MeasureErrorNo.COMPILE_ERROR, self.hang_seconds)
+            results += got if isinstance(got, list) else [got or hung] * len(chunk)
+        return results
+
+    def _build_threads(self) -> int:
+        """Threads of the workers that may build (at least 1)."""
+        workers = self._connection.client.scheduler_info()["workers"].values()
+        return max(1, sum(w.get("nthreads", 1) for w in workers
+                          if self.resource is None or w.get("resources", {}).get(self.resource)))
 
     def close(self) -> None:
         """Close the client if this builder opened it."""
