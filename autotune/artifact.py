@@ -176,6 +176,7 @@ class Artifact:
 
     @property
     def target(self) -> str:
+        """The target the code was compiled for, its CPU spelled out."""
         return self.spec.target
 
 

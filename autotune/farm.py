@@ -5,6 +5,8 @@ workers that declare a measurement resource (`dask worker ADDRESS --resources "m
 such worker per machine, so that timings never overlap) and whose CPU, as the worker reports it,
 is the one the code was compiled for. On each worker the jobs run in the isolated processes of
 `LocalBuilder` / `LocalRunner`, so a kernel that crashes or hangs costs one typed result there.
+A batch travels as a few Dask tasks per worker, each a list of configs, so that the engine
+costs a few messages per batch rather than per config.
 
 Workers come and go. Dask moves the jobs of a worker that leaves to the others (a job that has
 killed `distributed.scheduler.allowed-failures` workers comes back as a RUNTIME_ERROR); a worker
@@ -132,9 +134,9 @@ class DaskBuilder:
         timeout: seconds allowed per config; past it the config is a BUILD_TIMEOUT.
         resource: when given, builds go only to workers that declare this resource (to keep
             them off the measuring machines, say); by default any worker builds.
-        hang_seconds: when no build of a batch has finished for `timeout + hang_seconds`
-            seconds, the workers building the rest count as hung: those configs are
-            BUILD_TIMEOUTs.
+        hang_seconds: when no task of builds has finished for as long as one may take (its
+            configs times `timeout`) plus `hang_seconds`, the workers building the rest count
+            as hung: those configs are BUILD_TIMEOUTs.
     """
 
     def __init__(self, client_or_address: Any, timeout: float = 10,
@@ -195,14 +197,15 @@ class DaskRunner:
 
     Args:
         client_or_address: a `distributed.Client`, or the scheduler's address.
-        resource: the resource measuring workers declare; each run holds one unit of it.
+        resource: the resource measuring workers declare; each task of runs holds one unit
+            of it (and a lock file keeps timings on one machine apart in any case).
         number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush,
             check_correctness, max_measure_seconds, relative_cutoff: as for `LocalRunner`,
             applied on the workers.
         wait_for_workers: seconds to wait for a suitable measuring worker to join when none is
             connected; then RuntimeError.
-        hang_seconds: seconds past a run's own limits after which a worker that has not
-            answered counts as hung (they also cover starting its runner process).
+        hang_seconds: seconds past a run's own limits after which a worker that has finished
+            nothing counts as hung (they also cover starting its runner process).
     """
 
     poll_seconds = 0.5

@@ -32,33 +32,30 @@ _PRELOAD = ("autotune.artifact", "autotune.features")
 
 @runtime_checkable
 class Builder(Protocol):
-    """Compiles configs: one `Artifact` per input, or a `MeasureResult` carrying why not
-    (INSTANTIATION_ERROR, COMPILE_ERROR, BUILD_TIMEOUT).
-
-    `feature_kind` ("itervar", "curve" or None) asks for the features of each config along the
-    way, in `Artifact.features`. `close()` releases what the builder holds (it may be used again
-    afterwards).
-    """
+    """Compiles configs into artifacts (LocalBuilder, DaskBuilder, or your own)."""
 
     def build(self, inputs: Sequence[MeasureInput],
-              feature_kind: str | None = None) -> list[Artifact | MeasureResult]: ...
+              feature_kind: str | None = None) -> list[Artifact | MeasureResult]:
+        """One `Artifact` per input, in order, or a `MeasureResult` saying why not
+        (INSTANTIATION_ERROR, COMPILE_ERROR, BUILD_TIMEOUT). `feature_kind` ("itervar",
+        "curve" or None) asks for each config's features, in `Artifact.features`."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the builder holds (processes, connections); it may be used again."""
 
 
 @runtime_checkable
 class Runner(Protocol):
-    """Times artifacts: one `MeasureResult` per artifact, in order, never overlapping another
-    timing on the same machine.
-
-    `best_seconds`, the best cost measured so far for the task, lets a runner cut hopeless
-    configs short. `close()` releases what the runner holds (it may be used again afterwards).
-    """
+    """Times artifacts (LocalRunner, DaskRunner, or your own)."""
 
     def run(self, artifacts: Sequence[Artifact],
-            best_seconds: float | None = None) -> list[MeasureResult]: ...
+            best_seconds: float | None = None) -> list[MeasureResult]:
+        """One `MeasureResult` per artifact, in order; no timing overlaps another on the same
+        machine. `best_seconds`, the best cost measured so far for the task, lets a runner cut
+        hopeless configs short."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the runner holds (processes, connections); it may be used again."""
 
 
 def _error(outcome: Outcome, machine: str = "") -> MeasureResult:
@@ -204,11 +201,13 @@ class MeasureOption:
 
     @property
     def overlapping(self) -> bool:
+        """Whether the next batch is built while this one is timed."""
         if self.overlap is not None:
             return self.overlap
         return (os.cpu_count() or 1) >= 4
 
     def close(self) -> None:
+        """Release the builder's and the runner's processes and connections."""
         self.builder.close()
         self.runner.close()
 

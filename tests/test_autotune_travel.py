@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import autotune
 import tensorlang as tl
+from tensorlang.runtime import load_object
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,3 +92,44 @@ def test_every_trial_failing_alike_raises_naming_the_cause() -> None:
                        match="all 4 trials .* INSTANTIATION_ERROR: RuntimeError: this template "
                              "lost its lookup table"):
         autotune.tune(task, trials=4, tuner="grid", measure_option=option, progress=False)
+
+
+class InProcessRunner:
+    """A Runner of our own: links each artifact into this process and times one call."""
+
+    def __init__(self) -> None:
+        self.seen: list[autotune.Artifact] = []
+
+    def run(self, artifacts, best_seconds=None):
+        results = []
+        for artifact in artifacts:
+            self.seen.append(artifact)
+            module = load_object(artifact.code)
+            arrays = [np.ones(a.shape, a.dtype) for a in artifact.arg_specs]
+            seconds = module.time_evaluator(number=1, repeat=1)(*arrays).results
+            results.append(autotune.MeasureResult(tuple(seconds), autotune.MeasureErrorNo.NO_ERROR))
+        return results
+
+    def close(self) -> None:
+        pass
+
+
+def test_measure_option_takes_any_builder_and_runner_that_follow_the_protocols() -> None:
+    @autotune.template("travel/double")
+    def double(n: int) -> tuple:
+        cfg = autotune.get_config()
+        cfg.define_knob("tile", [1, 2, 4, 8])
+        A = tl.placeholder((n,), "float32", name="A")
+        B = tl.compute((n,), lambda i: A[i] * 2.0, name="B")
+        s = tl.create_schedule(B.op)
+        s[B].split(s[B].op.axis[0], factor=cfg["tile"].val)
+        return s, [A, B]
+
+    runner = InProcessRunner()
+    assert isinstance(runner, autotune.Runner) and not isinstance(runner, autotune.Builder)
+    task = autotune.create_task("travel/double", (37,))
+    option = autotune.measure_option(autotune.LocalBuilder(n_parallel=1), runner)
+    result = autotune.tune(task, trials=4, tuner="grid", measure_option=option, progress=False)
+    assert result.n_results == 4 and math.isfinite(result.cost)
+    assert sorted(a.config_index for a in runner.seen) == [0, 1, 2, 3]
+    assert all(a.target.startswith("llvm -mcpu=") and a.code.code for a in runner.seen)
