@@ -1,17 +1,18 @@
 """autotune: tunable schedule templates, measurement, cost models, tuners and logs.
 
 Data flow: a template (a function of shapes reading `get_config()`) -> `create_task` -> its
-`ConfigSpace` -> a tuner proposes configs -> `LocalBuilder` / `LocalRunner` measure them in
-isolated processes -> `MeasureResult` -> a JSON line in the log and back into the cost model ->
-`apply_history_best` deploys the best config.
+`ConfigSpace` -> a tuner proposes configs -> a `Builder` compiles each into an `Artifact` and a
+`Runner` times it (`LocalBuilder` / `LocalRunner` in isolated processes here, `DaskBuilder` /
+`DaskRunner` on a farm) -> `MeasureResult` -> a JSON line in the log and back into the cost
+model -> `apply_history_best` deploys the best config.
 """
 
 from . import tuner
+from .artifact import Artifact, before_run
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
 from .explorer import SimulatedAnnealing, diverse_pick
 from .farm import DaskBuilder, DaskRunner
 from .features import FEATURE_VERSION, FeatureExtractor, feature_names
-from .artifact import Artifact, before_run
 from .measure import Builder, LocalBuilder, LocalRunner, MeasureOption, Runner, measure_option
 from .record import (
     ApplyHistoryBest,
