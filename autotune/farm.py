@@ -18,7 +18,6 @@ waits for one to join. See docs/tuning_farm.md. Needs the `distributed` extra.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import tempfile
@@ -87,6 +86,8 @@ def _build_on_worker(configs: list[tuple[TaskSpec, int]], feature_kind: str | No
 def _machine_lock() -> Iterator[None]:
     """One timing at a time on this machine, whatever the resources say and however many
     measuring workers it runs (an exclusive lock on a file every worker here opens)."""
+    import fcntl  # POSIX, as the measurement workers are
+
     with open(os.path.join(tempfile.gettempdir(), "autotune-measure.lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         yield
