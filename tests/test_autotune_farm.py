@@ -156,7 +156,7 @@ def test_a_hung_measuring_worker_costs_one_run_timeout_and_no_more_runs(tmp_path
             c.wait_for_workers(2, timeout=60)
             option = autotune.measure_option(
                 autotune.DaskBuilder(c),
-                autotune.DaskRunner(c, number=1, repeat=1, timeout=1, hang_seconds=2))
+                autotune.DaskRunner(c, number=1, repeat=1, timeout=1, hang_seconds=4))
             autotune.tune(task, trials=8, tuner="grid", log_file=log, measure_option=option,
                           progress=False)
     finally:
