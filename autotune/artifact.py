@@ -28,7 +28,9 @@ import cloudpickle
 import numpy as np
 
 import tensorlang as tl
+from tensorlang.arith import const_value
 from tensorlang.runtime import ObjectCode, build_object, load_object
+from tensorlang.tensor import PlaceholderOp
 
 from .hostcpu import resolve_target
 from .result import MeasureErrorNo
@@ -191,9 +193,6 @@ def _instantiate(task: Task, index: int) -> tuple[Any, list[Any]]:
 
 
 def _arg_specs(args: Sequence[Any]) -> tuple[ArgSpec, ...]:
-    from tensorlang.arith import const_value
-    from tensorlang.tensor import PlaceholderOp
-
     specs = []
     for t in args:
         shape = tuple(const_value(d) for d in t.shape)
