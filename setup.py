@@ -19,9 +19,11 @@ setup(
         "xgboost>=1.7,<4",
         "tqdm>=4.60",
         "click>=8.1",
+        "cloudpickle>=2.2",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1"],
+        "distributed": ["distributed>=2023.1"],
         "plot": ["matplotlib>=3.6"],
     },
 )

@@ -1,16 +1,19 @@
 """autotune: tunable schedule templates, measurement, cost models, tuners and logs.
 
 Data flow: a template (a function of shapes reading `get_config()`) -> `create_task` -> its
-`ConfigSpace` -> a tuner proposes configs -> `LocalBuilder` / `LocalRunner` measure them in
-isolated processes -> `MeasureResult` -> a JSON line in the log and back into the cost model ->
-`apply_history_best` deploys the best config.
+`ConfigSpace` -> a tuner proposes configs -> a `Builder` compiles each into an `Artifact` and a
+`Runner` times it (`LocalBuilder` / `LocalRunner` in isolated processes here, `DaskBuilder` /
+`DaskRunner` on a farm) -> `MeasureResult` -> a JSON line in the log and back into the cost
+model -> `apply_history_best` deploys the best config.
 """
 
 from . import tuner
+from .artifact import Artifact, before_run
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
 from .explorer import SimulatedAnnealing, diverse_pick
+from .farm import DaskBuilder, DaskRunner
 from .features import FEATURE_VERSION, FeatureExtractor, feature_names
-from .measure import LocalBuilder, LocalRunner, MeasureOption, before_run, measure_option
+from .measure import Builder, LocalBuilder, LocalRunner, MeasureOption, Runner, measure_option
 from .record import (
     ApplyHistoryBest,
     Record,
@@ -27,14 +30,18 @@ from .space import (
     InstantiationError,
 )
 from .task import Task, create_task, current_target, get_config, query_config, template
-from .tuning import Result, tune
+from .tuning import Result, TuningError, tune
 
 __all__ = [
     "FEATURE_VERSION",
     "ApplyHistoryBest",
+    "Artifact",
+    "Builder",
     "ConfigEntity",
     "ConfigSpace",
     "CostModel",
+    "DaskBuilder",
+    "DaskRunner",
     "FallbackConfig",
     "FeatureExtractor",
     "InstantiationError",
@@ -47,8 +54,10 @@ __all__ = [
     "RandomModel",
     "Record",
     "Result",
+    "Runner",
     "SimulatedAnnealing",
     "Task",
+    "TuningError",
     "XGBoostCostModel",
     "apply_history_best",
     "before_run",

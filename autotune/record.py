@@ -50,7 +50,13 @@ class Record:
 
     @property
     def template_name(self) -> str:
+        """The name of the template that was measured (the workload's first entry)."""
         return str(self.workload[0])
+
+    @property
+    def machine(self) -> str:
+        """The machine that measured it, "hostname (cpu)" ("" in logs from before farms)."""
+        return self.result.machine
 
 
 def encode(inp: MeasureInput, result: MeasureResult) -> str:
@@ -68,6 +74,7 @@ def encode(inp: MeasureInput, result: MeasureResult) -> str:
                 "error_msg": result.error_msg[:500],
                 "all_cost": result.all_cost,
                 "timestamp": result.timestamp,
+                "machine": result.machine,
             },
             "feature_version": FEATURE_VERSION,
         },
@@ -93,6 +100,7 @@ def decode(line: str) -> Record:
             error_msg=str(res.get("error_msg", "")),
             all_cost=float(res.get("all_cost", 0.0)),
             timestamp=float(res.get("timestamp", 0.0)),
+            machine=str(res.get("machine", "")),
         )
         return Record(
             workload=list(obj["workload"]),
@@ -221,3 +229,47 @@ def apply_history_best(
         path_or_records: a JSON-lines log file or a list of `Record`s.
     """
     return ApplyHistoryBest(path_or_records)
+
+
+@dataclass(frozen=True)
+class MergeSummary:
+    """What `merge` did: lines read, broken lines skipped, records written."""
+
+    lines: int
+    broken: int
+    written: int
+
+
+def merge(paths: Iterable[str | os.PathLike[str]],
+          out_path: str | os.PathLike[str]) -> MergeSummary:
+    """Merge logs (e.g. from several machines) into one holding the best record per workload
+    and target.
+
+    Lines are copied as they are; broken or foreign lines are skipped and counted (one warning
+    says how many). `out_path` may be one of `paths`: it is replaced only when all are read.
+    """
+    lines = broken = 0
+    best: dict[tuple[str, str], tuple[Record, str]] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    rec = decode(line)
+                except ValueError:
+                    broken += 1
+                    continue
+                key = (rec.key, rec.target)
+                if rec.result.ok and (key not in best
+                                      or rec.result.mean < best[key][0].result.mean):
+                    best[key] = (rec, line.strip())
+    if broken:
+        warnings.warn(f"merge skipped {broken} broken log line(s) of {lines}", stacklevel=2)
+    tmp = f"{os.fspath(out_path)}.merging"
+    with open(tmp, "w", encoding="utf-8") as out:
+        for key in sorted(best):
+            out.write(best[key][1] + "\n")
+    os.replace(tmp, out_path)
+    return MergeSummary(lines, broken, len(best))

@@ -44,6 +44,7 @@ class MeasureResult:
         error_msg: a short description of the failure.
         all_cost: wall-clock seconds spent on this config (build + run).
         timestamp: when the measurement finished (seconds since the epoch).
+        machine: the machine that timed it, "hostname (cpu)" (empty when not timed).
     """
 
     costs: tuple[float, ...]
@@ -51,6 +52,7 @@ class MeasureResult:
     error_msg: str = ""
     all_cost: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    machine: str = ""
 
     @property
     def ok(self) -> bool:

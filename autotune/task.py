@@ -295,10 +295,14 @@ class Task:
         config_space: the `ConfigSpace` of this workload.
         flop: floating-point operations of one run (declared with add_flop, else counted).
         workload: `[name, [args...]]`, JSON-serialisable.
+
+    `template` is the registered template of that name unless given (measurement workers
+    recreate tasks from templates that travel by value and are not registered there).
     """
 
-    def __init__(self, name: str, args: Sequence[Any], target: str = "llvm"):
-        self.template = get_template(name)
+    def __init__(self, name: str, args: Sequence[Any], target: str = "llvm",
+                 template: Template | None = None):
+        self.template = template if template is not None else get_template(name)
         self.name = name
         self.workload = make_workload(name, args)
         self.args = tuple(_from_json_value(a) for a in self.workload[1])
@@ -312,11 +316,6 @@ class Task:
     def key(self) -> str:
         """The canonical string of the workload."""
         return workload_key(self.workload)
-
-    @property
-    def module(self) -> str:
-        """The Python module that defines the template (imported by measurement workers)."""
-        return self.template.func.__module__
 
     def instantiate(self, config: ConfigEntity | int) -> tuple[Any, list[Any]]:
         """Build the schedule and argument tensors of `config` (a ConfigEntity or an index).

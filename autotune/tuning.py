@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .measure import MeasureOption
 from .progress import Progress
 from .record import Record, load_records, log_to_file
-from .result import gflops
+from .result import MeasureErrorNo, MeasureInput, MeasureResult, gflops
 from .space import ConfigEntity
 from .task import Task
 from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
@@ -47,6 +49,38 @@ class Result:
                 f"({self.n_results} measurements)")
 
 
+class TuningError(RuntimeError):
+    """Every trial of a tuning run failed for the same reason: the setup is broken, not the
+    configs (a template that cannot run, a missing compiler, a runner that cannot start)."""
+
+
+class _FailureWatch:
+    """A callback that counts this run's successes and the reasons of its failures."""
+
+    def __init__(self) -> None:
+        self.successes = 0
+        self.failures: Counter[tuple[MeasureErrorNo, str]] = Counter()
+
+    def __call__(self, tuner: Any, inputs: Sequence[MeasureInput],
+                 results: Sequence[MeasureResult]) -> None:
+        for r in results:
+            if r.ok:
+                self.successes += 1
+            else:
+                self.failures[(r.error_no, r.error_msg)] += 1
+
+    def raise_if_all_failed_alike(self, task: Task) -> None:
+        kinds = {error_no for error_no, _ in self.failures}
+        if self.successes or len(kinds) != 1:
+            return
+        (kind,) = kinds
+        (_, message), count = self.failures.most_common(1)[0]
+        total = sum(self.failures.values())
+        raise TuningError(f"all {total} trials of {task.name} failed with {kind.name}: "
+                          f"{message or 'no message'}"
+                          + (f" ({count} of them with this message)" if count < total else ""))
+
+
 def _make_tuner(task: Task, tuner: str | Tuner, seed: int | None) -> Tuner:
     if isinstance(tuner, Tuner):
         return tuner
@@ -76,6 +110,10 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         progress: show a progress bar (trials, current and best GFLOP/s, ETA) on stderr
             when it is a terminal; False hides it.
         history: records of other workloads of the same template, for transfer learning.
+
+    Raises:
+        TuningError: no valid measurement exists and every trial of this run failed with the
+            same error kind (the message names it): the setup is broken, not the configs.
     """
     t = _make_tuner(task, tuner, seed)
     records = list(history)
@@ -92,6 +130,8 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         cbs.append(bar)
     if log_file is not None:
         cbs.insert(0, log_to_file(log_file))
+    watch = _FailureWatch()
+    cbs.append(watch)
     try:
         if todo:
             t.tune(todo, measure_option, early_stopping=early_stopping, callbacks=cbs)
@@ -101,6 +141,8 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
             if close is not None:
                 close()
     best = t.best_result
+    if best is None:
+        watch.raise_if_all_failed_alike(task)
     return Result(
         config=t.best_config,
         cost=best.mean if best is not None else float("inf"),

@@ -1,11 +1,16 @@
 """Isolated worker processes with per-stage timeouts, recycled when they crash or hang.
 
 The measurement stage runs untrusted generated code: a kernel may loop forever or segfault. Each
-job therefore runs in a spawned (or forkserver) process that talks over a pipe. A job may announce
-its stages (`("stage", seconds, error_no)`): the parent then allows that many seconds for the
+job therefore runs in a worker process that talks over a socket. A job may announce its stages
+(`stage(seconds, timeout_error, crash_error)`): the parent then allows that many seconds for the
 stage and, if the worker dies or overruns, reports that stage's error code, kills the process and
-starts a fresh one for the next job. Spawning (never plain fork) keeps the parent's threads,
-xgboost and JIT state out of the children.
+starts a fresh one for the next job.
+
+A worker is a fresh interpreter (`python -c`), never a fork (the parent's threads, xgboost and
+JIT state stay out) and never a multiprocessing child: multiprocessing re-imports the user's
+`__main__` in every child, which fails for a template typed into a notebook or read from stdin
+and re-runs a script without a main guard. A job is a module-level function, pickled by
+reference; whatever it needs from the user's code travels in its payload, by value.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import multiprocessing.connection
+import os
+import pickle
+import subprocess
 import sys
 import time
 import traceback
@@ -22,18 +30,16 @@ from typing import Any
 
 from .result import MeasureErrorNo
 
-_JOBS: dict[str, Callable[..., Any]] = {}
+#: Seconds a new worker may take to import its modules before its first job's clock starts.
+STARTUP_SECONDS = 120.0
 
-
-def job(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Register a module-level function `func(payload, stage)` as a worker job."""
-    _JOBS[f"{func.__module__}:{func.__qualname__}"] = func
-    return func
+_BOOT = "import sys; from autotune.workers import serve; serve(int(sys.argv[1]), sys.argv[2:])"
 
 
 @dataclass(frozen=True)
 class Job:
-    """A job for a worker: the registered function, its payload, the first stage's budget."""
+    """A job for a worker: a module-level function `func(payload, stage)`, its payload, and the
+    first stage's budget and error codes."""
 
     func: Callable[..., Any]
     payload: Any
@@ -60,27 +66,27 @@ class StageFailure(Exception):
         self.error_no = error_no
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, sys_path: list[str]) -> None:
-    sys.path[:] = sys_path
-    import autotune.measure  # noqa: F401 - registers the standard jobs
+def serve(fd: int, preload: Sequence[str]) -> None:
+    """The worker's main loop: run jobs received on the socket `fd` until told to stop."""
+    conn = multiprocessing.connection.Connection(fd)
+    for name in preload:  # import the heavy modules before saying ready: then jobs start warm
+        importlib.import_module(name)
+    conn.send(("ready",))
 
     def stage(seconds: float, error_no: MeasureErrorNo, crash_error: MeasureErrorNo) -> None:
         conn.send(("stage", seconds, int(error_no), int(crash_error)))
 
     while True:
         try:
-            message = conn.recv()
+            data = conn.recv_bytes()
         except EOFError:
             return
-        if message is None:
-            return
-        name, payload = message
         try:
-            module_name = name.partition(":")[0]
-            if name not in _JOBS:
-                importlib.import_module(module_name)
-            result = _JOBS[name](payload, stage)
-            conn.send(("done", result))
+            message = pickle.loads(data)
+            if message is None:
+                return
+            func, payload = message
+            conn.send(("done", func(payload, stage)))
         except StageFailure as err:
             conn.send(("error", int(err.error_no), str(err)))
         except BaseException as err:  # noqa: BLE001 - every failure becomes a typed result
@@ -88,80 +94,97 @@ def _worker_main(conn: multiprocessing.connection.Connection, sys_path: list[str
             conn.send(("exception", tail))
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" not in methods:
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    # A replacement worker (after a crash or a cut-off run) then starts in milliseconds instead
-    # of importing numpy, llvmlite and tensorlang again.
-    ctx.set_forkserver_preload(["autotune.measure"])
-    return ctx
+def _child_environment() -> dict[str, str]:
+    # The worker imports exactly what this process imports (a source tree, the tests' folder).
+    path = os.pathsep.join(p for p in sys.path if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 class _Worker:
     """One worker process and the state of the job it runs."""
 
-    def __init__(self) -> None:
-        self.process: multiprocessing.process.BaseProcess | None = None
+    def __init__(self, preload: Sequence[str]) -> None:
+        self.preload = list(preload)
+        self.process: subprocess.Popen[bytes] | None = None
         self.conn: multiprocessing.connection.Connection | None = None
+        self.ready = False
         self.slot = -1
         self.deadline = 0.0
         self.started = 0.0
+        self.job_timeout = 0.0
         self.timeout_error = MeasureErrorNo.RUN_TIMEOUT
         self.crash_error = MeasureErrorNo.RUNTIME_ERROR
+        self.job_timeout_error = MeasureErrorNo.RUN_TIMEOUT
 
     def ensure_started(self) -> None:
-        if self.process is not None and self.process.is_alive():
+        if self.process is not None and self.process.poll() is None:
             return
-        ctx = _context()
-        parent, child = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(child, list(sys.path)), daemon=True)
+        self.kill()
+        parent, child = multiprocessing.Pipe()
         try:
-            process.start()  # fails e.g. in a script that starts tuning without a main guard
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(child.fileno()), *self.preload],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                env=_child_environment(),
+            )
         except BaseException:
             parent.close()
             raise
         finally:
             child.close()
-        self.process, self.conn = process, parent
+        self.conn, self.ready = parent, False
 
     def start_job(self, slot: int, job: Job) -> None:
         self.ensure_started()
         assert self.conn is not None
-        name = f"{job.func.__module__}:{job.func.__qualname__}"
-        self.conn.send((name, job.payload))
+        self.conn.send_bytes(pickle.dumps((job.func, job.payload)))
         self.slot = slot
         self.started = time.monotonic()
-        self.deadline = self.started + job.timeout
-        self.timeout_error = job.timeout_error
+        self.job_timeout = job.timeout
+        # The job's clock starts when the worker is ready; a worker that never gets there has
+        # crashed, as far as this job is concerned.
+        self.deadline = self.started + (job.timeout if self.ready else STARTUP_SECONDS)
+        self.timeout_error = job.timeout_error if self.ready else job.crash_error
         self.crash_error = job.crash_error
+        self.job_timeout_error = job.timeout_error
+
+    def became_ready(self) -> None:
+        self.ready = True
+        self.started = time.monotonic()
+        self.deadline = self.started + self.job_timeout
+        self.timeout_error = self.job_timeout_error
 
     def kill(self) -> None:
         if self.process is not None:
             self.process.kill()
-            self.process.join(timeout=5)
+            self.process.wait(timeout=5)
         if self.conn is not None:
             self.conn.close()
-        self.process, self.conn = None, None
+        self.process, self.conn, self.ready = None, None, False
 
     def close(self) -> None:
-        if self.conn is not None and self.process is not None and self.process.is_alive():
+        if self.conn is not None and self.process is not None and self.process.poll() is None:
             try:
-                self.conn.send(None)
-                self.process.join(timeout=1)
-            except (OSError, BrokenPipeError):
+                self.conn.send_bytes(pickle.dumps(None))
+                self.process.wait(timeout=1)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
 
 class WorkerPool:
-    """`n` worker processes that run lists of jobs, each job isolated with its own timeouts."""
+    """`n` worker processes that run lists of jobs, each job isolated with its own timeouts.
 
-    def __init__(self, n: int):
+    Args:
+        n: worker processes.
+        preload: modules each worker imports before its first job (so that the first job's
+            timeout does not pay for them).
+    """
+
+    def __init__(self, n: int, preload: Sequence[str] = ()):
         if n < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {n}")
-        self.workers = [_Worker() for _ in range(n)]
+        self.workers = [_Worker(preload) for _ in range(n)]
 
     def run(self, jobs: Sequence[Job]) -> list[Outcome]:
         """Run every job; the outcomes are in the order of `jobs`."""
@@ -210,6 +233,9 @@ class WorkerPool:
             return Outcome(error_no=w.crash_error, error_msg="the worker process crashed",
                            seconds=elapsed)
         kind = message[0]
+        if kind == "ready":
+            w.became_ready()
+            return None
         if kind == "stage":
             _, seconds, timeout_error, crash_error = message
             w.deadline = time.monotonic() + seconds

@@ -3,21 +3,27 @@
     python benchmarks/bench_tuner.py efficiency --trials 200 --seeds 0 1 2
     python benchmarks/bench_tuner.py throughput --trials 1000
     python benchmarks/bench_tuner.py model --samples 300
+    python benchmarks/bench_tuner.py --dask --trials 200 --rounds 3 --builders 1
 
 Efficiency: trials each tuner needs to find a config within 90% / 95% of the fastest config
 found by any run on that template (GEMM, conv2d-like, batch_matmul-like, all written with
 tensorlang only), judged by speeds re-measured side by side (see `_verified_speeds`).
 Throughput: wall time of `tune` on the 1024^3 GEMM template of API.md, split into build, run and
-model (proposal + learning) time per trial. Model quality: pairwise ranking accuracy and recall of
-the true top 10% on held-out configs. Timings vary by 30% between runs on this machine: compare
-numbers of one run only.
+model (proposal + learning) time per trial. `--dask`: wall time of one random-tuner run through
+DaskBuilder / DaskRunner on a LocalCluster (one measuring worker, `--builders` building workers)
+against LocalBuilder / LocalRunner, alternately, as the median of the per-round ratios, and the
+wall time projected for N measuring machines from the measured per-trial costs. Model quality:
+pairwise ranking accuracy and recall of the true top 10% on held-out configs. Timings vary by
+30% between runs on this machine: compare numbers of one run only.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -227,6 +233,66 @@ def efficiency(trials: int, seeds: Sequence[int], tuners: Sequence[str]) -> None
         print(f"  {tn:8s}{np.mean(to90[tn]):8.1f}{ratio}")
 
 
+@dataclass
+class _Timed:
+    """Wall time of one tuning run, where it went, and the CPU time of every process on the
+    way (seconds)."""
+
+    wall: float
+    build_wall: float
+    measurer: Measurer
+    cpu: float
+
+    def per_trial(self, trials: int) -> tuple[float, float, float, float]:
+        """Seconds per trial: wall, build worker time, run wall, everything else."""
+        m = self.measurer
+        other = self.wall - self.build_wall - m.run_seconds
+        return (self.wall / trials, m.build_seconds / trials, m.run_seconds / trials,
+                other / trials)
+
+
+def _timed_tune(tuner: Tuner, trials: int, option: autotune.MeasureOption) -> _Timed:
+    """Tune with `option`, timing the whole run and the builds' wall time."""
+    measurers: list[Measurer] = []
+    original = tuner._measurer
+    build_wall = 0.0
+    build = option.builder.build
+
+    def timed_build(*a: Any) -> Any:
+        nonlocal build_wall
+        start = time.perf_counter()
+        out = build(*a)
+        build_wall += time.perf_counter() - start
+        return out
+
+    def spy(opt: Any) -> Any:
+        m, overlapping = original(opt)
+        measurers.append(m)
+        return m, overlapping
+
+    option.builder.build = timed_build  # type: ignore[method-assign]
+    tuner._measurer = spy  # type: ignore[method-assign]
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    tuner.tune(trials, option, batch_size=16)
+    return _Timed(time.perf_counter() - start, build_wall, measurers[0], _cpu_seconds() - cpu)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and all its descendants, living or finished (a load-independent
+    measure of the work done; the machine is shared)."""
+    import psutil  # a dependency of distributed
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def throughput(trials: int, template: str) -> None:
     name, args = THROUGHPUT_TASKS[template]
     task = autotune.create_task(name, args)
@@ -243,25 +309,76 @@ def throughput(trials: int, template: str) -> None:
             return out
 
         setattr(tuner, method, timed)
-    option = _option()
-    measurers: list[Measurer] = []
-    original = tuner._measurer
-
-    def spy(opt: Any) -> Any:
-        m, overlapping = original(opt)
-        measurers.append(m)
-        return m, overlapping
-
-    tuner._measurer = spy
-    start = time.perf_counter()
-    tuner.tune(trials, option, batch_size=16)
-    wall = time.perf_counter() - start
-    m = measurers[0]
+    run = _timed_tune(tuner, trials, _option())
+    wall, m = run.wall, run.measurer
     done = tuner.trial_count  # fewer than asked when the space is smaller
     print(f"{template}: tune(trials={trials}) measured {done} configs (space {len(task.config_space)})"
           f" in {wall:.1f} s ({wall / done * 1e3:.0f} ms/trial); best {tuner.best_flops:.1f} GFLOP/s")
     print(f"per trial: build {m.build_seconds / done * 1e3:.0f} ms (worker time, in parallel), "
           f"run {m.run_seconds / done * 1e3:.0f} ms, model {model_seconds / done * 1e3:.0f} ms")
+
+
+def _local_cluster(builders: int) -> tuple[Any, Any]:
+    """A LocalCluster of processes: one measuring worker and `builders` building workers."""
+    import distributed
+
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                       resources={"measure": 1}, dashboard_address=":0")
+    cluster.new_spec = copy.deepcopy(cluster.new_spec)  # workers added from now on build
+    cluster.new_spec["options"]["resources"] = {"build": 1}
+    cluster.scale(1 + builders)
+    client = distributed.Client(cluster)
+    client.wait_for_workers(1 + builders)
+    return cluster, client
+
+
+def dask_overhead(trials: int, builders: int, rounds: int) -> None:
+    """Tuning through Dask against the local path on the same machine, alternately."""
+    task = autotune.create_task(*WORKLOADS["gemm"])
+    runner = {"number": 3, "repeat": 2, "min_repeat_ms": 20}
+    cluster, client = _local_cluster(builders)
+    options = {
+        "local": lambda: autotune.measure_option(
+            autotune.LocalBuilder(timeout=20, n_parallel=builders),
+            autotune.LocalRunner(**runner)),
+        "dask": lambda: autotune.measure_option(
+            autotune.DaskBuilder(client, timeout=20, resource="build"),
+            autotune.DaskRunner(client, **runner)),
+    }
+    print(f"{trials} random-tuner trials of {task.name}{task.workload[1]} per run, "
+          f"{builders} build worker(s), 1 measuring worker; ms per trial:")
+    print(f"{'round':>5s} {'path':6s}{'wall':>8s}{'build':>8s}{'run':>8s}{'other':>8s}"
+          f"{'cpu':>8s}")
+    walls: dict[str, list[float]] = {"local": [], "dask": []}
+    cpus: dict[str, list[float]] = {"local": [], "dask": []}
+    dask_costs = []
+    try:
+        for r in range(rounds):
+            for path in ("local", "dask") if r % 2 == 0 else ("dask", "local"):
+                timed = _timed_tune(RandomTuner(task, seed=r), trials, options[path]())
+                costs = timed.per_trial(trials)
+                walls[path].append(costs[0])
+                cpus[path].append(timed.cpu / trials)
+                if path == "dask":
+                    dask_costs.append(costs)
+                print(f"{r:5d} {path:6s}" + "".join(f"{c * 1e3:8.1f}" for c in costs)
+                      + f"{timed.cpu / trials * 1e3:8.1f}")
+    finally:
+        client.close()
+        cluster.close()
+    for what, values in (("wall", walls), ("CPU", cpus)):
+        ratios = np.asarray(values["dask"]) / np.asarray(values["local"])
+        print(f"{what} per 1000 trials: local {np.median(values['local']) * 1e3:.0f} s, "
+              f"dask {np.median(values['dask']) * 1e3:.0f} s; dask/local per round "
+              f"{' '.join(f'{x:.3f}' for x in ratios)}, median {np.median(ratios):.3f}")
+    _, build, run, other = np.median(np.asarray(dask_costs), axis=0)
+    print("projected wall per 1000 trials with N measuring machines, each also building with "
+          f"{builders} worker(s) (batches of 16; build {build * 1e3:.0f}, run {run * 1e3:.0f}, "
+          f"other {other * 1e3:.0f} ms/trial):")
+    print(f"{'N':>4s}{'sequential s':>14s}{'overlapped s':>14s}")
+    for n in (1, 2, 4, 8, 16):
+        b, m = build / (builders * n), run * np.ceil(16 / n) / 16
+        print(f"{n:4d}{1000 * (other + b + m):14.0f}{1000 * (other + max(b, m)):14.0f}")
 
 
 def model_quality(samples: int) -> None:
@@ -293,7 +410,12 @@ def model_quality(samples: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["efficiency", "throughput", "model"])
+    parser.add_argument("what", nargs="?", default="throughput",
+                        choices=["efficiency", "throughput", "model"])
+    parser.add_argument("--dask", action="store_true",
+                        help="throughput through DaskBuilder/DaskRunner against the local path")
+    parser.add_argument("--builders", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=300)
@@ -302,6 +424,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "efficiency":
         efficiency(args.trials, args.seeds, args.tuners)
+    elif args.dask:
+        dask_overhead(args.trials, args.builders, args.rounds)
     elif args.what == "throughput":
         throughput(args.trials, args.template)
     else:

@@ -6,7 +6,6 @@ The templates live at module level so that the worker processes can import them 
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 
 import numpy as np
 import pytest
@@ -91,18 +90,10 @@ def test_every_failure_kind_is_a_typed_result_and_workers_recover() -> None:
 
 def test_a_worker_that_cannot_start_reports_why_and_closes_cleanly(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    class RefusingProcess:
-        def __init__(self, **kwargs: object) -> None:
-            pass
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no new processes here")
 
-        def start(self) -> None:
-            raise RuntimeError("no new processes here")
-
-    class Context:
-        Pipe = staticmethod(multiprocessing.Pipe)
-        Process = RefusingProcess
-
-    monkeypatch.setattr(workers, "_context", Context)
+    monkeypatch.setattr(workers.subprocess, "Popen", refuse)
     pool = workers.WorkerPool(1)
     never_run = workers.Job(func=len, payload=(), timeout=1.0,
                             timeout_error=MeasureErrorNo.RUN_TIMEOUT,

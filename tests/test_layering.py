@@ -109,7 +109,7 @@ def test_tensorlang_layers_only_import_earlier_layers(path):
 def test_third_party_dependencies_are_declared():
     allowed = {
         "tensorlang": {"numpy", "llvmlite", "cffi"},
-        "autotune": {"numpy", "xgboost", "tensorlang", "tqdm"},
+        "autotune": {"numpy", "xgboost", "tensorlang", "tqdm", "cloudpickle", "distributed"},
         "topi": {"numpy", "tensorlang", "autotune"},
     }
     stdlib = set(__import__("sys").stdlib_module_names)

@@ -44,6 +44,9 @@ class _FunctionMeasurer:
                              f"{len(inputs)} inputs")
         return results
 
+    def close(self) -> None:
+        """Nothing to release: the function owns its resources."""
+
 
 class Tuner:
     """Base class of tuners.
@@ -179,8 +182,7 @@ class Tuner:
                     next_batch, future = start_next()
                 batch = next_batch
         finally:
-            if isinstance(measure_option, MeasureOption) or measure_option is None:
-                measurer.option.close()
+            measurer.close()
 
     def _inputs(self, batch: Sequence[ConfigEntity]) -> list[MeasureInput]:
         return [MeasureInput(self.task, c) for c in batch]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from ..codegen import codegen
 from ..codegen.target import Target, as_target
 from ..ir import PrimFunc
 from .args import Signature
 from .export import load_module
-from .jit import compile_ir
+from .jit import compile_ir, emit_object, link_object
 from .module import BenchmarkResult, Module
 from .threadpool import get_num_threads, set_num_threads
 
@@ -38,11 +41,50 @@ def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
     )
 
 
+@dataclass(frozen=True)
+class ObjectCode:
+    """A kernel compiled to machine code once, loadable (`load_object`) in another process or on
+    another machine with the same CPU: what the tuner's builders hand to its runners.
+
+    Attributes:
+        code: the relocatable object file.
+        signature: the kernel's Signature as JSON (argument checks are rebuilt from it).
+        target: the target string it was compiled for.
+        symbol: the kernel's symbol in `code`.
+    """
+
+    code: bytes
+    signature: str
+    target: str
+    symbol: str
+
+
+def build_object(func: PrimFunc, target: Target | str | None = None) -> ObjectCode:
+    """Compile a lowered PrimFunc for `target` into machine code that `load_object` runs."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"build_object takes a PrimFunc, got {type(func).__name__}")
+    tgt = as_target(target)
+    symbol = f"__tl_{func.name}"
+    code = emit_object(codegen(func, tgt, symbol), symbol, tgt)
+    return ObjectCode(code, Signature.from_primfunc(func).to_json(), str(tgt), symbol)
+
+
+def load_object(obj: ObjectCode) -> Module:
+    """A callable Module (with argument checks) of machine code from `build_object`."""
+    tgt = as_target(obj.target)
+    address, packed_address, engine = link_object(obj.code, obj.symbol, tgt)
+    return Module(Signature.from_json(json.loads(obj.signature)), tgt, address, packed_address,
+                  keepalive=engine)
+
+
 __all__ = [
     "BenchmarkResult",
     "Module",
+    "ObjectCode",
     "build_module",
+    "build_object",
     "get_num_threads",
     "load_module",
+    "load_object",
     "set_num_threads",
 ]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from ..codegen.target import Target
+from ..codegen.intrinsics import _libmvec
+from ..codegen.target import Target, _target_machine
 from .threadpool import native
 
 
@@ -44,6 +45,7 @@ class JitFunction:
 
 
 _CACHE: dict[str, JitFunction] = {}
+_fresh_target_machine = _target_machine.__wrapped__
 _LOCK = threading.Lock()
 
 
@@ -102,3 +104,30 @@ def compile_ir(ll: str, name: str, target: Target) -> JitFunction:
     with _LOCK:
         _CACHE.setdefault(key, jf)
     return jf
+
+
+def emit_object(ll: str, name: str, target: Target) -> bytes:
+    """Optimised machine code of LLVM IR text as a relocatable object file: a kernel compiled
+    once, to be linked by `link_object` in another process or on another machine with this CPU."""
+    t0 = time.perf_counter()
+    mod = parse_and_optimize(ll, target)
+    t1 = time.perf_counter()
+    code = target.target_machine().emit_object(mod)
+    if debug_level() >= 1:
+        print(f"[tensorlang] {name}: llvm opt {1e3 * (t1 - t0):.1f} ms, "
+              f"machine code {1e3 * (time.perf_counter() - t1):.1f} ms", file=sys.stderr)
+    return bytes(code)
+
+
+def link_object(code: bytes, name: str, target: Target) -> tuple[int, int, llvm.ExecutionEngine]:
+    """Link an object from `emit_object` into this process: the addresses of `name` and
+    `name_packed`, and the engine that keeps the code alive (the code is freed with it)."""
+    native()  # the runtime's and libm's symbols must be registered before linking, and
+    _libmvec()  # libmvec loaded: the code may call it (codegen loads it only where it runs)
+    # The engine owns (and frees) its TargetMachine, so it gets a fresh one, not the cached one.
+    machine = _fresh_target_machine(target.mcpu, target.features, False)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+    engine.finalize_object()
+    return (engine.get_function_address(name), engine.get_function_address(f"{name}_packed"),
+            engine)

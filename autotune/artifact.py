@@ -1,0 +1,352 @@
+"""Artifacts: a config compiled once into machine code, plus what identifies it and runs it.
+
+The stage between building and timing. A build job (in an isolated worker, on this machine or on
+a farm) instantiates, lowers and compiles one config into an `Artifact`: the object code, the
+task it belongs to, its config index and target, the hash of its lowered IR (configs with
+identical code are timed once) and optionally its features. A run job links the object code and
+times it, so a config is compiled once, wherever it is timed.
+
+The task travels as a `TaskSpec`: template name, arguments, target, and the template itself, by
+module name when importing that module registers it, by value (cloudpickle) otherwise, so that a
+worker never imports the user's `__main__` (a notebook, a script read from stdin, a script
+without a main guard).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import importlib
+import sys
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+import tensorlang as tl
+from tensorlang.arith import const_value
+from tensorlang.runtime import ObjectCode, build_object, load_object
+from tensorlang.tensor import PlaceholderOp
+
+from .hostcpu import resolve_target
+from .result import MeasureErrorNo
+from .space import InstantiationError
+from .task import Task, Template, get_template
+from .workers import StageFailure
+
+#: Seconds allowed to compute a reference output (the default schedule may be a slow loop nest).
+REFERENCE_SECONDS = 60.0
+
+_before_run_hooks: contextvars.ContextVar[list[Callable[[], None]] | None] = (
+    contextvars.ContextVar("autotune_run_hooks", default=None))
+
+
+def before_run(hook: Callable[[], None]) -> None:
+    """Call `hook` in the runner process right before the kernel of this config is run.
+
+    For templates that need per-run setup (and for tests that provoke crashes). Called while a
+    config is built, it ships `hook` (by value) with the config's artifact; elsewhere it does
+    nothing.
+    """
+    hooks = _before_run_hooks.get()
+    if hooks is not None:
+        hooks.append(hook)
+
+
+# -- tasks that travel -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a worker needs to recreate a task.
+
+    Attributes:
+        name: the template name.
+        args: the template arguments (JSON values).
+        target: the task's target with its CPU spelled out (see `resolve_target`).
+        module: the module whose import registers the template, or None when it travels by value.
+        template: the cloudpickled template function when it travels by value.
+    """
+
+    name: str
+    args: list[Any]
+    target: str
+    module: str | None
+    template: bytes | None = field(default=None, repr=False)
+
+    @staticmethod
+    def of(task: Task) -> TaskSpec:
+        """The spec of `task` (made once per task).
+
+        Raises:
+            TypeError: the template cannot be pickled (it refers to something unpicklable).
+        """
+        spec = _specs.get(task)
+        if spec is None:
+            spec = _specs[task] = _make_spec(task)
+        return spec
+
+    @property
+    def key(self) -> str:
+        """Identifies the task and template version, for per-process caches."""
+        digest = hashlib.sha1(self.template or b"").hexdigest()
+        return f"{self.name}|{self.args!r}|{self.target}|{self.module}|{digest}"
+
+    def task(self) -> Task:
+        """The task, recreated in this process (once)."""
+        key = self.key
+        if key not in _tasks:
+            try:
+                _tasks[key] = Task(self.name, self.args, self.target, template=self._template())
+            except Exception as err:  # noqa: BLE001 - reported with the config that needed it
+                raise StageFailure(MeasureErrorNo.INSTANTIATION_ERROR,
+                                   f"cannot recreate the task of template {self.name!r} in the "
+                                   f"worker: {type(err).__name__}: {err}") from None
+        return _tasks[key]
+
+    def _template(self) -> Template:
+        if self.template is not None:
+            return Template(self.name, cloudpickle.loads(self.template))
+        assert self.module is not None
+        importlib.import_module(self.module)
+        return get_template(self.name)
+
+
+_specs: weakref.WeakKeyDictionary[Task, TaskSpec] = weakref.WeakKeyDictionary()
+_tasks: dict[str, Task] = {}
+
+
+def _importable(task: Task) -> bool:
+    """Whether importing the template's module by name registers this very template."""
+    func = task.template.func
+    module = sys.modules.get(func.__module__)
+    return (func.__module__ not in ("__main__", "__mp_main__") and module is not None
+            and getattr(module, func.__name__, None) is task.template)
+
+
+def _make_spec(task: Task) -> TaskSpec:
+    target = resolve_target(task.target)
+    if _importable(task):
+        return TaskSpec(task.name, task.workload[1], target, task.template.func.__module__)
+    try:
+        by_value = cloudpickle.dumps(task.template.func)
+    except Exception as err:  # noqa: BLE001 - any pickling failure means the same to the user
+        raise TypeError(f"template {task.name!r} cannot be sent to the measurement workers: "
+                        f"{type(err).__name__}: {err}") from None
+    return TaskSpec(task.name, task.workload[1], target, None, by_value)
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """Shape, dtype and direction of one kernel argument (runners make arrays from these)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    is_output: bool
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A config compiled once, ready to be timed in any process on a CPU its target names.
+
+    Attributes:
+        spec: the task.
+        config_index: the config.
+        code: the machine code, for `spec.target`.
+        arg_specs: the kernel's arguments, in call order.
+        ir_hash: hash of the lowered IR (equal code, equal hash).
+        build_seconds: time spent instantiating, lowering and compiling.
+        hooks: cloudpickled `before_run` hooks (empty when none).
+        features: the config's features, when the builder was asked for them.
+    """
+
+    spec: TaskSpec
+    config_index: int
+    code: ObjectCode
+    arg_specs: tuple[ArgSpec, ...]
+    ir_hash: str
+    build_seconds: float
+    hooks: bytes = b""
+    features: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def target(self) -> str:
+        """The target the code was compiled for, its CPU spelled out."""
+        return self.spec.target
+
+
+def _instantiate(task: Task, index: int) -> tuple[Any, list[Any]]:
+    try:
+        return task.instantiate(index)
+    except InstantiationError as err:
+        raise StageFailure(MeasureErrorNo.INSTANTIATION_ERROR, f"invalid config: {err}") from None
+    except Exception as err:  # noqa: BLE001 - a template bug is a property of this config
+        raise StageFailure(MeasureErrorNo.INSTANTIATION_ERROR,
+                           f"{type(err).__name__}: {err}") from None
+
+
+def _arg_specs(args: Sequence[Any]) -> tuple[ArgSpec, ...]:
+    specs = []
+    for t in args:
+        shape = tuple(const_value(d) for d in t.shape)
+        if any(d is None for d in shape):
+            raise StageFailure(MeasureErrorNo.INSTANTIATION_ERROR,
+                               f"tensor {t.name} has a symbolic shape; tasks need static shapes")
+        specs.append(ArgSpec(shape, str(t.dtype), not isinstance(t.op, PlaceholderOp)))
+    return tuple(specs)
+
+
+def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., None]) -> Artifact:
+    """Instantiate, lower and compile one config (in a build worker)."""
+    from .features import extract
+
+    spec, index, feature_kind = payload
+    start = time.perf_counter()
+    task = spec.task()
+    hooks: list[Callable[[], None]] = []
+    token = _before_run_hooks.set(hooks)
+    try:
+        s, args = _instantiate(task, index)
+    finally:
+        _before_run_hooks.reset(token)
+    arg_specs = _arg_specs(args)
+    try:
+        func = tl.lower(s, args, name="kernel").main
+        digest = hashlib.sha1(str(func).encode()).hexdigest()
+        code = build_object(func, task.target)
+    except Exception as err:  # noqa: BLE001 - reported as a compile error of this config
+        raise StageFailure(MeasureErrorNo.COMPILE_ERROR, f"{type(err).__name__}: {err}") from None
+    features = extract(feature_kind, func) if feature_kind in ("itervar", "curve") else None
+    return Artifact(spec, index, code, arg_specs, digest, time.perf_counter() - start,
+                    cloudpickle.dumps(hooks) if hooks else b"", features)
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a runner times an artifact (see LocalRunner for the meaning of each)."""
+
+    number: int
+    repeat: int
+    min_repeat_ms: float
+    run_timeout: float
+    flush_cache: bool
+    check_correctness: bool
+    max_seconds: float
+    best_seconds: float | None = None
+    relative_cutoff: float = 3.0
+
+
+def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for a in specs:
+        dtype = np.dtype(a.dtype)
+        if a.is_output:
+            arrays.append(np.zeros(a.shape, dtype))
+        elif dtype.kind == "f":
+            arrays.append(rng.uniform(-1.0, 1.0, size=a.shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.integers(0, 2, size=a.shape).astype(dtype))
+        else:
+            arrays.append(rng.integers(0, 8, size=a.shape).astype(dtype))
+    return arrays
+
+
+_inputs_by_task: dict[str, list[np.ndarray]] = {}
+_references: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+
+def _cached_random_arrays(artifact: Artifact) -> list[np.ndarray]:
+    """The task's random inputs, made once per worker: at large sizes making them costs as much
+    as timing a fast kernel."""
+    key = artifact.spec.key
+    if key not in _inputs_by_task:
+        _inputs_by_task.clear()  # one task at a time: keep memory bounded
+        _inputs_by_task[key] = _random_arrays(artifact.arg_specs, seed=0)
+    return _inputs_by_task[key]
+
+
+def _reference(spec: TaskSpec) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Inputs and outputs of the task's compute under the default schedule (config 0)."""
+    if spec.key not in _references:
+        task = spec.task()
+        _, args = _instantiate(task, 0)
+        specs = _arg_specs(args)
+        outputs = [t for t, a in zip(args, specs) if a.is_output]
+        module = tl.build(tl.create_schedule([t.op for t in outputs]), args, target=task.target)
+        arrays = _random_arrays(specs, seed=0)
+        module(*arrays)
+        _references[spec.key] = (arrays, [x for x, a in zip(arrays, specs) if a.is_output])
+    return _references[spec.key]
+
+
+def _flush_cpu_cache(scratch: np.ndarray) -> None:
+    scratch += 1.0  # touching more memory than the last-level cache evicts the kernel's data
+
+
+def run_job(payload: tuple[Artifact, RunSettings], stage: Callable[..., None]) -> list[float]:
+    """Link one artifact and time it (in the runner worker); returns seconds per repeat."""
+    artifact, settings = payload
+    if settings.check_correctness:
+        # The reference may be a slow naive loop nest: give it its own, generous stage.
+        stage(REFERENCE_SECONDS, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
+        ref_inputs, ref_outputs = _reference(artifact.spec)
+        stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
+    try:
+        module = load_object(artifact.code)
+        hooks = cloudpickle.loads(artifact.hooks) if artifact.hooks else []
+        arrays = ([a.copy() for a in ref_inputs] if settings.check_correctness
+                  else _cached_random_arrays(artifact))
+        for hook in hooks:
+            hook()
+        start = time.perf_counter()
+        module(*arrays)  # warms caches and the thread pool, and gives a first estimate
+        first = time.perf_counter() - start
+        if settings.check_correctness:
+            got = [x for x, a in zip(arrays, artifact.arg_specs) if a.is_output]
+            _check_outputs(got, ref_outputs)
+        if first * settings.number * settings.repeat > settings.max_seconds:
+            return [first]  # a slow config: one call tells enough, repeats would waste time
+        if settings.best_seconds is not None:
+            start = time.perf_counter()
+            module(*arrays)  # a warm call decides whether this config can compete at all
+            warm = time.perf_counter() - start
+            if warm > settings.relative_cutoff * settings.best_seconds:
+                return [warm]
+        return _time(module, arrays, settings)
+    except StageFailure:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise StageFailure(MeasureErrorNo.RUNTIME_ERROR, f"{type(err).__name__}: {err}") from None
+
+
+def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
+    for k, (g, w) in enumerate(zip(got, want)):
+        scale = max(1.0, float(np.abs(w).max(initial=0.0)))
+        if not np.allclose(g, w, rtol=1e-3, atol=1e-3 * scale):
+            raise StageFailure(MeasureErrorNo.WRONG_ANSWER,
+                               f"output {k} differs from the reference schedule's "
+                               f"(max abs error {float(np.abs(g - w).max()):.3g})")
+
+
+def _time(module: tl.Module, arrays: Sequence[np.ndarray], settings: RunSettings) -> list[float]:
+    timer = module.time_evaluator(settings.number, 1 if settings.flush_cache else
+                                  settings.repeat, settings.min_repeat_ms)
+    if not settings.flush_cache:
+        return list(timer(*arrays).results)
+    scratch = np.zeros(64 * 1024 * 1024 // 8)
+    costs = []
+    for _ in range(settings.repeat):
+        _flush_cpu_cache(scratch)
+        costs.extend(timer(*arrays).results)
+    return costs
