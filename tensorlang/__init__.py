@@ -25,6 +25,7 @@ from .intrin import (
     tanh,
 )
 from .ir import IRModule, PrimFunc
+from . import printer as _printer  # noqa: F401  (gives IR nodes their str())
 from .lower import lower
 from .runtime import Module, get_num_threads, load_module, set_num_threads
 from .schedule import Schedule, ScheduleError, Stage, create_schedule

@@ -34,7 +34,7 @@ from .expr import (
     cast,
     const,
 )
-from .visitor import Mutator, _field_names
+from .visitor import Mutator, _field_names, uses_var
 
 INF = math.inf
 Interval = tuple[float, float]
@@ -162,8 +162,6 @@ def symbolic_bounds(e: Expr, relax: Mapping[Var, tuple[Expr, Expr]]) -> tuple[Ex
 
 
 def _mentions(e: Expr, variables: Mapping[Var, object]) -> bool:
-    from .visitor import uses_var
-
     return uses_var(e, set(variables))
 
 

@@ -14,6 +14,7 @@ from typing import Union
 
 from .dtype import BOOL, INT32, DType, as_dtype
 from .expr import (
+    BinaryOp,
     CommReducer,
     Const,
     Expr,
@@ -26,9 +27,10 @@ from .expr import (
     Var,
     as_expr,
     binary,
-    BinaryOp,
+    cast,
     const,
 )
+from .visitor import post_order_visit
 
 ShapeLike = Sequence[Union[int, Expr, IterVar]]
 
@@ -92,8 +94,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        from .visitor import post_order_visit
-
         found: dict[int, Tensor] = {}
 
         def collect(node: object) -> None:
@@ -247,8 +247,6 @@ def compute(
 
 
 def _check_body(body: tuple[Expr, ...], name: str) -> None:
-    from .visitor import post_order_visit
-
     if not body:
         raise ValueError(f"compute {name!r}: the lambda returned no value")
     reduces = [b for b in body if isinstance(b, Reduce)]
@@ -310,8 +308,6 @@ def comm_reducer(
         combined = as_expr(fcombine(lhs, rhs), t)
         identity = as_expr(fidentity(str(t)), t)
         if combined.dtype != t or identity.dtype != t:
-            from .expr import cast
-
             combined, identity = cast(combined, t), cast(identity, t)
         condition = const(True, BOOL) if where is None else as_expr(where)
         if not condition.dtype.is_bool:
@@ -336,8 +332,6 @@ def _highest(dtype: str) -> Const:
 def _sum_source(expr: ExprLike) -> Expr:
     source = as_expr(expr)
     if source.dtype.is_bool:
-        from .expr import cast
-
         return cast(source, "int64")  # numpy sums bools as integers
     return source
 
