@@ -36,6 +36,7 @@ from .tensor import (
     Tensor,
     comm_reducer,
     compute,
+    get_const_tuple,
     max,
     min,
     placeholder,
@@ -54,3 +55,4 @@ __all__ = [
     "min", "minimum", "placeholder", "power", "reduce_axis", "rsqrt", "select", "set_num_threads",
     "sigmoid", "sqrt", "sum", "tanh", "var",
 ]
+__all__ += ["get_const_tuple"]

@@ -145,6 +145,15 @@ class ExprOps:
         """Convert to `dtype` (numpy's `astype`)."""
         return cast(self, dtype)
 
+    def __index__(self) -> int:
+        raise TypeError(
+            f"{self} has no value until the kernel runs, so it cannot be used as a Python int "
+            "(only constants can; tl.get_const_tuple keeps symbolic entries as expressions)"
+        )
+
+    def __int__(self) -> int:
+        return self.__index__()
+
 
 class Expr(ExprOps, Node):
     """A scalar (or, after vectorization, vector) expression with a `dtype`."""
@@ -174,10 +183,27 @@ class Var(Expr):
 
 @_frozen
 class Const(Expr):
-    """A literal of a given dtype."""
+    """A literal of a given dtype. An integer one is a Python int wherever one is expected
+    (`int(c)`, `range(c)`, `operator.index(c)`), like TVM's IntImm; its `bool()` still raises,
+    as every expression's does (see the module docstring)."""
 
     value: Scalar
     dtype: DType
+
+    def __index__(self) -> int:
+        if not (self.dtype.is_integer or self.dtype.is_bool) or self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a {self.dtype} constant, not an integer")
+        return int(self.value)
+
+    def __int__(self) -> int:
+        if self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a vector constant")
+        return int(self.value)
+
+    def __float__(self) -> float:
+        if self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a vector constant")
+        return float(self.value)
 
 
 class BinaryOp(enum.Enum):

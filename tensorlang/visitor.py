@@ -131,15 +131,18 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
 
 
 def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
-    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read)."""
-    found = False
-
-    def check(n: Node) -> None:
-        nonlocal found
-        found = found or isinstance(n, kind)
-
-    post_order_visit(node, check)
-    return found
+    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read); stops
+    at the first one found."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, kind):
+            return True
+        if id(current) not in seen:
+            seen.add(id(current))
+            stack.extend(children(current))
+    return False
 
 
 def free_vars(node: Node) -> set[Var]:
