@@ -3,12 +3,12 @@
 The first layer of the data flow: every expression node carries a `DType`. The dtype of a binary
 operation on two expressions (`promote`), TVM's rule:
 
-| operands                      | result                         | example                     |
-|-------------------------------|--------------------------------|-----------------------------|
-| same dtype                    | that dtype                     | f32 * f32 -> f32            |
-| float and integer (or bool)   | the float's dtype              | f32 * i32 -> f32, i64 * f16 -> f16 |
-| two floats                    | the wider                      | f32 + f64 -> f64            |
-| two integers (or bools)       | numpy's `np.promote_types`     | i32 + i64 -> i64, u8 + i8 -> i16 |
+| operands                    | result                     | examples                           |
+|-----------------------------|----------------------------|------------------------------------|
+| same dtype                  | that dtype                 | f32 * f32 -> f32                   |
+| float and integer (or bool) | the float's dtype          | f32 * i32 -> f32, i64 * f16 -> f16 |
+| two floats                  | the wider                  | f32 + f64 -> f64                   |
+| two integers (or bools)     | numpy's `np.promote_types` | i32 + i64 -> i64, u8 + i8 -> i16   |
 
 So `A[i] * i` stays float32 and an int tensor times a float32 tensor is float32: a float never
 widens to float64 because an index or an integer tensor joined it (numpy would say float64).
@@ -19,6 +19,7 @@ on an integer i becomes float64 as in numpy. True division `/` of integers gives
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +104,7 @@ class DType:
         return _limits(self)[1]
 
 
+@functools.cache
 def _limits(t: DType) -> tuple[int | float, int | float]:
     if t.is_bool:
         return 0, 1

@@ -333,7 +333,8 @@ def comm_reducer(
     def reducer(expr: ExprLike | Sequence[ExprLike], axis: IterVar | Sequence[IterVar],
                 where: ExprLike | None = None) -> Expr | tuple[Expr, ...]:
         several = isinstance(expr, (tuple, list))
-        sources = tuple(as_expr(e) for e in expr) if several else (as_expr(expr),)  # type: ignore[union-attr]
+        items = tuple(expr) if several else (expr,)  # type: ignore[arg-type]
+        sources = tuple(as_expr(e) for e in items)
         types = tuple(source.dtype for source in sources)
         axes = _axes(axis, name)
         lhs = tuple(Var(f"x{k}", t) for k, t in enumerate(types))

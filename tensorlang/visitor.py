@@ -9,7 +9,7 @@ keep their identity (cheap sharing, and `is` tells a pass that nothing happened)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -21,10 +21,22 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+# Field types that never hold a node: traversals skip them (they are the bulk of the fields).
+_LEAF_TYPES = frozenset({"DType", "str", "int", "bool", "float", "Scalar", "BinaryOp", "CompareOp",
+                         "MathFunc", "ForKind", "IterKind", "Scope"})
+
+
+@cache
+def _node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold nodes (or tuples of them), by their annotations."""
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if not (isinstance(f.type, str) and f.type in _LEAF_TYPES))
+
+
 def children(node: Node) -> list[Node]:
     """The direct child nodes of `node`, in field order."""
     out: list[Node] = []
-    for name in _field_names(type(node)):
+    for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, Node):
             out.append(value)
@@ -84,7 +96,7 @@ class Mutator(_Dispatch):
 
     def generic_visit(self, node: Any) -> Any:
         changes: dict[str, Any] = {}
-        for name in _field_names(type(node)):
+        for name in _node_fields(type(node)):
             value = getattr(node, name)
             if getattr(value, "opaque_to_mutators", False):
                 continue
@@ -130,19 +142,24 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(children(current)))
 
 
-def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
-    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read); stops
-    at the first one found."""
+def nodes_below(node: Node) -> Iterator[Node]:
+    """`node` and every node below it, parents first, each shared node once (cheaper than
+    post_order_visit where the order does not matter)."""
     seen: set[int] = set()
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, kind):
-            return True
-        if id(current) not in seen:
-            seen.add(id(current))
-            stack.extend(children(current))
-    return False
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend(children(current))
+
+
+def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
+    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read); stops
+    at the first one found."""
+    return any(isinstance(n, kind) for n in nodes_below(node))
 
 
 def free_vars(node: Node) -> set[Var]:

@@ -5,7 +5,7 @@ convolution), applies a random sequence of schedule primitives that are legal fo
 runs and compares. Only legal requests are drawn, since the compiler refuses the others with
 ScheduleError rather than ignoring them: no vectorize or parallel on a reduction axis, one
 vectorized loop per stage, no split or fuse of an axis already marked, and no stage computed
-inside a vectorized loop. `test_illegal_requests_raise` checks that each of those is refused.
+inside a vectorized loop. tests/test_honest_primitives.py checks that each of those is refused.
 """
 
 from __future__ import annotations

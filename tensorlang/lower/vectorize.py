@@ -51,7 +51,7 @@ from ..ir import (
     seq,
 )
 from ..schedule import ScheduleError
-from ..visitor import Mutator, post_order_visit, structural_equal, substitute, uses_var
+from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
 
 MAX_LANES = 64
 
@@ -295,23 +295,15 @@ def _lane_hazard(body: Stmt) -> str | None:
     at an index other than the written ones (a lane would read another lane's write)."""
     stores: dict[object, list[Expr]] = {}
     loads: list[BufferLoad] = []
-    found: list[str] = []
-
-    def visit(node: object) -> None:
+    for node in nodes_below(body):
         if isinstance(node, BufferStore):
             stores.setdefault(node.buffer.data, []).append(node.index)
         elif isinstance(node, BufferLoad):
             loads.append(node)
         elif isinstance(node, (Ramp, Broadcast)):
-            found.append("a loop inside it is vectorized too; vectorize one loop of a nest (or "
-                         "fuse them)")
+            return "a loop inside it is vectorized too; vectorize one loop of a nest (or fuse them)"
         elif isinstance(node, Allocate):
-            found.append("a stage is computed inside it (it allocates a buffer); compute it "
-                         "further out")
-
-    post_order_visit(body, visit)
-    if found:
-        return found[0]
+            return "a stage is computed inside it (it allocates a buffer); compute it further out"
     for load in loads:
         written = stores.get(load.buffer.data)
         if written is not None and not any(structural_equal(load.index, w) for w in written):
