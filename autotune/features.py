@@ -372,7 +372,7 @@ class FeatureExtractor:
         try:
             s, args = self.task.instantiate(index)
             func = lower(s, args, name="features").main
-        except Exception as exc:  # noqa: BLE001 - any failure makes the config invalid, not the tuner
+        except Exception as exc:  # noqa: BLE001 - a failure makes the config invalid, not the tuner
             reason = f"{type(exc).__name__}: {exc}"
             if not self.failures[reason]:
                 logger.warning("config %d of task %s has no features and is scored as invalid: "
