@@ -344,6 +344,11 @@ class Simplifier(Mutator):
     def bounds(self, e: Expr) -> Interval:
         return const_bounds(e, self.ranges)
 
+    def visit_Var(self, node: Var) -> Expr:
+        return node  # leaves are already as simple as they get
+
+    visit_Const = visit_Var
+
     def visit_Binary(self, node: Binary) -> Expr:
         a, b = self.visit(node.a), self.visit(node.b)
         t, op = node.dtype, node.op

@@ -48,24 +48,24 @@ def children(node: Node) -> list[Node]:
 class _Dispatch:
     """Finds `visit_<ClassName>` once per class (falling back to the base classes' names)."""
 
-    _cache: dict[tuple[type, type], str | None]
+    _cache: dict[type, Callable[[Any, Any], Any] | None]
 
     def __init_subclass__(cls) -> None:
         cls._cache = {}
 
-    def _method(self, node: Node) -> Callable[[Any], Any] | None:
-        key = (type(self), type(node))
+    def _method(self, node: Node) -> Callable[[Any, Any], Any] | None:
+        """The function (unbound: call it with self) that visits nodes of `node`'s class."""
+        cls = type(self)
         try:
-            name = self._cache[key]
+            return cls._cache[type(node)]
         except KeyError:
-            name = None
+            function = None
             for klass in type(node).__mro__:
-                candidate = "visit_" + klass.__name__
-                if hasattr(self, candidate):
-                    name = candidate
+                function = getattr(cls, "visit_" + klass.__name__, None)
+                if function is not None:
                     break
-            self._cache[key] = name
-        return getattr(self, name) if name else None
+            cls._cache[type(node)] = function
+            return function
 
 
 class Visitor(_Dispatch):
@@ -76,7 +76,7 @@ class Visitor(_Dispatch):
         if method is None:
             self.generic_visit(node)
         else:
-            method(node)
+            method(self, node)
 
     def generic_visit(self, node: Node) -> None:
         for child in children(node):
@@ -92,7 +92,7 @@ class Mutator(_Dispatch):
 
     def visit(self, node: Any) -> Any:
         method = self._method(node)
-        return self.generic_visit(node) if method is None else method(node)
+        return self.generic_visit(node) if method is None else method(self, node)
 
     def generic_visit(self, node: Any) -> Any:
         changes: dict[str, Any] = {}
@@ -117,6 +117,9 @@ class _Substituter(Mutator):
 
     def visit_Var(self, node: Var) -> Node:
         return self.mapping.get(node, node)
+
+    def visit_Const(self, node: Node) -> Node:
+        return node  # a leaf: nothing to substitute, no need to look for fields
 
 
 def substitute(node: Any, mapping: Mapping[Var, Node]) -> Any:
