@@ -13,12 +13,15 @@ of a vector changes, so that saved data is not silently mixed.
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorlang import lower
 from tensorlang.expr import Binary, BinaryOp, Call, Cast, Compare, Const, Select, Var
 from tensorlang.ir import (
     Allocate,
@@ -32,6 +35,8 @@ from tensorlang.ir import (
     Ramp,
 )
 from tensorlang.visitor import children
+
+logger = logging.getLogger(__name__)
 
 FEATURE_VERSION = 1
 FEATURE_TYPES = ("itervar", "curve", "knob")
@@ -343,7 +348,9 @@ def extract(kind: str, func: PrimFunc) -> np.ndarray:
 class FeatureExtractor:
     """Features of a task's configs by index, computed once each (lowering is the costly part).
 
-    Configs that fail to instantiate or lower get a row of NaN, which callers treat as invalid.
+    Configs that fail to instantiate or lower get a row of NaN, which callers treat as invalid
+    (the tuner scores them lowest). Such a failure is never silent: `failures` counts each reason
+    and the first config failing for a reason is logged as a warning.
     """
 
     def __init__(self, task: object, kind: str = "itervar"):
@@ -353,14 +360,24 @@ class FeatureExtractor:
         self.kind = kind
         self._cache: dict[int, np.ndarray] = {}
         self._width: int | None = None
+        self.failures: Counter[str] = Counter()
+        """How many configs failed to instantiate or lower, by reason ("ErrorType: message")."""
+
+    @property
+    def failure_count(self) -> int:
+        """How many configs had no features because they failed to instantiate or lower."""
+        return sum(self.failures.values())
 
     def _one(self, index: int) -> np.ndarray | None:
-        from tensorlang import lower  # the lowering pipeline is a later layer than the IR
-
         try:
             s, args = self.task.instantiate(index)
             func = lower(s, args, name="features").main
-        except Exception:  # noqa: BLE001 - any failure makes the config invalid, not the tuner
+        except Exception as exc:  # noqa: BLE001 - a failure makes the config invalid, not the tuner
+            reason = f"{type(exc).__name__}: {exc}"
+            if not self.failures[reason]:
+                logger.warning("config %d of task %s has no features and is scored as invalid: "
+                               "%s", index, getattr(self.task, "name", self.task), reason)
+            self.failures[reason] += 1
             return None
         return extract(self.kind, func)
 

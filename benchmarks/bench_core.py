@@ -17,13 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-import llvmlite.binding as llvm
 import numpy as np
 
 import tensorlang as tl
+import topi
 from tensorlang.benchmark import compare
 from tensorlang.codegen import codegen
 from tensorlang.codegen.target import as_target
+from tensorlang.runtime.jit import parse_and_optimize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,22 +56,37 @@ def gemm_ladder(size: int) -> list[tuple[str, float, float]]:
     return rows
 
 
-def compile_split(repeat: int = 7) -> dict[str, float]:
-    """Median milliseconds of lower / LLVM IR generation / LLVM optimise / machine code."""
-    ladder = load_ladder()
+def tutorial_gemm():
+    """The hand-scheduled 1024^3 GEMM of tutorials/03_optimize_gemm.py (its last step)."""
+    return load_ladder().parallel(1024, 1024, 1024)
+
+
+def fallback_matmul_gemm():
+    """topi's matmul at 1024^3 with the fallback config of the matmul.x86 template."""
+    A = tl.placeholder((1024, 1024), name="A")
+    B = tl.placeholder((1024, 1024), name="B")
+    C = topi.nn.matmul(A, B)
+    return topi.x86.schedule_matmul(C), [A, B, C]
+
+
+COMPILE_BUDGET_MS = 100.0
+"""What lowering and compiling one GEMM kernel may cost (DESIGN.md), on a slow CPU too."""
+
+
+def compile_split(make=tutorial_gemm, repeat: int = 7) -> dict[str, float]:
+    """Median milliseconds of lower / LLVM IR generation / LLVM optimise / machine code of the
+    schedule `make()` returns."""
     target = as_target("llvm")
-    samples: dict[str, list[float]] = {"lower": [], "codegen": [], "llvm opt": [], "machine code": []}
+    steps = ("lower", "codegen", "llvm opt", "machine code")
+    samples: dict[str, list[float]] = {step: [] for step in steps}
     for _ in range(repeat):
+        s, args = make()
         t0 = time.perf_counter()
-        s, args = ladder.parallel(1024, 1024, 1024)
         func = tl.lower(s, args, name="gemm").main
         t1 = time.perf_counter()
         ll = codegen(func, target)
         t2 = time.perf_counter()
-        mod = llvm.parse_assembly(ll)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(target.target_machine(), pto)
-        pb.getModulePassManager().run(mod, pb)
+        mod = parse_and_optimize(ll, target)
         t3 = time.perf_counter()
         target.target_machine().emit_object(mod)
         t4 = time.perf_counter()
@@ -194,10 +210,13 @@ def main() -> int:
         print(f"{'step':<18}{'GFLOP/s':>10}{'vs numpy':>10}")
         for name, gflops, ratio in gemm_ladder(opts.size):
             print(f"{name:<18}{gflops:>10.1f}{ratio:>10.2f}")
-        split = compile_split()
-        print("\ncompile time of the hand-scheduled 1024^3 GEMM (median ms)")
-        for key, value in split.items():
-            print(f"  {key:<14}{value:>8.1f}")
+        budget = f"budget {COMPILE_BUDGET_MS:.0f}"
+        print(f"\ncompile time of one 1024^3 GEMM kernel (median ms; {budget})")
+        kernels = {"tutorial GEMM": tutorial_gemm, "matmul.x86 fallback": fallback_matmul_gemm}
+        splits = {name: compile_split(make) for name, make in kernels.items()}
+        print(f"  {'step':<14}" + "".join(f"{name:>22}" for name in splits))
+        for key in next(iter(splits.values())):
+            print(f"  {key:<14}" + "".join(f"{split[key]:>22.1f}" for split in splits.values()))
         ours, ref = call_overhead()
         print(f"\ncall overhead, 3 arrays of 4 floats: {ours:.2f} us (numpy np.add(out=): {ref:.2f} us)")
         print(f"parallel elementwise, {tl.get_num_threads()} threads vs 1: {thread_speedup():.2f}x")

@@ -25,6 +25,7 @@ from .intrin import (
     tanh,
 )
 from .ir import IRModule, PrimFunc
+from . import printer as _printer  # noqa: F401  (gives IR nodes their str())
 from .lower import lower
 from .runtime import Module, get_num_threads, load_module, set_num_threads
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
@@ -35,6 +36,7 @@ from .tensor import (
     Tensor,
     comm_reducer,
     compute,
+    get_const_tuple,
     max,
     min,
     placeholder,
@@ -53,3 +55,4 @@ __all__ = [
     "min", "minimum", "placeholder", "power", "reduce_axis", "rsqrt", "select", "set_num_threads",
     "sigmoid", "sqrt", "sum", "tanh", "var",
 ]
+__all__ += ["get_const_tuple"]

@@ -12,8 +12,9 @@ back into `i.outer` using what is known about loop variables. Three tools:
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from .expr import (
     cast,
     const,
 )
-from .visitor import Mutator, _field_names
+from .visitor import Mutator, _field_names, uses_var
 
 INF = math.inf
 Interval = tuple[float, float]
@@ -162,8 +163,6 @@ def symbolic_bounds(e: Expr, relax: Mapping[Var, tuple[Expr, Expr]]) -> tuple[Ex
 
 
 def _mentions(e: Expr, variables: Mapping[Var, object]) -> bool:
-    from .visitor import uses_var
-
     return uses_var(e, set(variables))
 
 
@@ -178,6 +177,8 @@ def structural_key(e: object) -> object:
         return ("const", str(e.dtype), e.value)
     if isinstance(e, tuple):
         return tuple(structural_key(x) for x in e)
+    if isinstance(e, enum.Enum):  # its value: enums hash slowly, and keys are hashed often
+        return e.value
     if hasattr(type(e), "__dataclass_fields__"):
         return (type(e).__name__,) + tuple(structural_key(getattr(e, n)) for n in _field_names(type(e)))
     if hasattr(e, "op") and hasattr(e, "value_index"):  # a Tensor
@@ -188,16 +189,17 @@ def structural_key(e: object) -> object:
 class _Linear:
     """sum(coef * atom) + constant over one integer dtype; atoms are keyed structurally."""
 
-    __slots__ = ("terms", "atoms", "constant", "dtype")
+    __slots__ = ("terms", "atoms", "constant", "dtype", "key")
 
-    def __init__(self, dtype: DType):
+    def __init__(self, dtype: DType, key: Callable[[Expr], object] = structural_key):
         self.terms: dict[object, int] = {}
         self.atoms: dict[object, Expr] = {}
         self.constant = 0
         self.dtype = dtype
+        self.key = key
 
     def add_atom(self, atom: Expr, coef: int) -> None:
-        key = structural_key(atom)
+        key = self.key(atom)
         self.atoms.setdefault(key, atom)
         self.terms[key] = self.terms.get(key, 0) + coef
 
@@ -208,7 +210,7 @@ class _Linear:
         self.constant += other.constant * scale
 
     def scaled(self, scale: int) -> _Linear:
-        out = _Linear(self.dtype)
+        out = _Linear(self.dtype, self.key)
         out.add(self, scale)
         return out
 
@@ -298,10 +300,34 @@ class Simplifier(Mutator):
 
     def __init__(self, ranges: Ranges | None = None):
         self.ranges: dict[Var, Interval] = dict(ranges or {})
+        # The linear form of each expression already taken apart or built from one, by identity
+        # (the node is kept with it, so the id stays its own): a sum is simplified bottom-up, and
+        # without this every level would take apart all the levels below it again.
+        self._linear_of: dict[int, tuple[Expr, _Linear]] = {}
+        # Atoms of linear forms are keyed by a small int per structure, computed once per node:
+        # structural keys are deep tuples, slow to build and to hash again at every dict access.
+        self._key_of: dict[int, tuple[Expr, int]] = {}
+        self._interned: dict[object, int] = {}
+
+    def _key(self, e: Expr) -> int:
+        known = self._key_of.get(id(e))
+        if known is not None and known[0] is e:
+            return known[1]
+        key = self._interned.setdefault(structural_key(e), len(self._interned))
+        self._key_of[id(e)] = (e, key)
+        return key
 
     # Integer sums go through the linear form.
     def _linear(self, e: Expr) -> _Linear:
-        lin = _Linear(e.dtype)
+        known = self._linear_of.get(id(e))
+        if known is not None and known[0] is e:
+            return known[1].scaled(1)
+        lin = self._take_apart(e)
+        self._linear_of[id(e)] = (e, lin.scaled(1))
+        return lin
+
+    def _take_apart(self, e: Expr) -> _Linear:
+        lin = _Linear(e.dtype, self._key)
         if isinstance(e, Const):
             lin.constant = int(e.value)
         elif isinstance(e, Binary) and e.op in (BinaryOp.ADD, BinaryOp.SUB):
@@ -317,6 +343,11 @@ class Simplifier(Mutator):
 
     def bounds(self, e: Expr) -> Interval:
         return const_bounds(e, self.ranges)
+
+    def visit_Var(self, node: Var) -> Expr:
+        return node  # leaves are already as simple as they get
+
+    visit_Const = visit_Var
 
     def visit_Binary(self, node: Binary) -> Expr:
         a, b = self.visit(node.a), self.visit(node.b)
@@ -348,7 +379,9 @@ class Simplifier(Mutator):
                 return None
             lin = self._linear(Binary(op, a, b, t))
             self._recombine_div_mod(lin)
-            return lin.to_expr()
+            result = lin.to_expr()
+            self._linear_of[id(result)] = (result, lin.scaled(1))
+            return result
         if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and _is_const(b) and int(b.value) > 0:
             return self._div_mod(op, a, int(b.value), t)
         if op in (BinaryOp.MIN, BinaryOp.MAX):
@@ -372,7 +405,7 @@ class Simplifier(Mutator):
                     and _is_const(atom.b) and int(atom.b.value) > 0):
                 continue
             div = Binary(BinaryOp.FLOORDIV, atom.a, atom.b, atom.dtype)
-            div_key = structural_key(div)
+            div_key = self._key(div)
             if lin.terms.get(div_key, 0) == coef * int(atom.b.value):
                 lin.terms[key] = lin.terms[div_key] = 0
                 lin.add(self._linear(atom.a), coef)
@@ -381,7 +414,7 @@ class Simplifier(Mutator):
         if d == 1:
             return a if op is BinaryOp.FLOORDIV else Const(0, t)
         lin = self._linear(a)
-        divisible, rest = _Linear(t), _Linear(t)
+        divisible, rest = _Linear(t, self._key), _Linear(t, self._key)
         for key, coef in lin.terms.items():
             target = divisible if coef % d == 0 else rest
             target.atoms[key] = lin.atoms[key]

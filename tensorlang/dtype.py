@@ -1,14 +1,25 @@
 """Data types of tensor elements and expressions, and the rules for mixing them.
 
-The first layer of the data flow: every expression node carries a `DType`. Promotion follows
-numpy (`np.promote_types`) so that results match the numpy oracle the tests compare against;
-Python scalars are "weak" (NEP 50): `x * 2` keeps x's dtype, and `int_expr + 0.5` becomes
-float64 as it would in numpy. An int/float mix is therefore always promoted, never truncated.
+The first layer of the data flow: every expression node carries a `DType`. The dtype of a binary
+operation on two expressions (`promote`), TVM's rule:
+
+| operands                    | result                     | examples                           |
+|-----------------------------|----------------------------|------------------------------------|
+| same dtype                  | that dtype                 | f32 * f32 -> f32                   |
+| float and integer (or bool) | the float's dtype          | f32 * i32 -> f32, i64 * f16 -> f16 |
+| two floats                  | the wider                  | f32 + f64 -> f64                   |
+| two integers (or bools)     | numpy's `np.promote_types` | i32 + i64 -> i64, u8 + i8 -> i16   |
+
+So `A[i] * i` stays float32 and an int tensor times a float32 tensor is float32: a float never
+widens to float64 because an index or an integer tensor joined it (numpy would say float64).
+Python scalars are "weak" (NEP 50): `x * 2` and `x * 0.5` keep a float x's dtype, and `i + 0.5`
+on an integer i becomes float64 as in numpy. True division `/` of integers gives float64.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +111,7 @@ class DType:
         return _limits(self)[1]
 
 
+@functools.cache
 def _limits(t: DType) -> tuple[int | float, int | float]:
     if t.is_bool:
         return 0, 1
@@ -159,10 +171,13 @@ def as_dtype(value: str | DType | np.dtype | type) -> DType:
 
 
 def promote(a: DType, b: DType) -> DType:
-    """The dtype of a binary operation on `a` and `b`, by numpy's promotion table."""
+    """The dtype of a binary operation on `a` and `b` (the table in the module docstring): a
+    float next to an integer keeps the float's dtype, otherwise numpy's promotion."""
     lanes = max(a.lanes, b.lanes)
     if a.element == b.element:
         return a.element.with_lanes(lanes)
+    if a.is_float != b.is_float:
+        return (a if a.is_float else b).element.with_lanes(lanes)
     return as_dtype(np.promote_types(a.numpy, b.numpy)).with_lanes(lanes)
 
 

@@ -10,6 +10,7 @@ work in `in` tests and as dict keys. Every other `bool()` raises, because Python
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -23,6 +24,20 @@ class Node:
     """Base of every IR node (expressions, statements, buffers). Identity-hashed and immutable."""
 
     __slots__ = ()
+
+
+_printers: list[Callable[[Node], str]] = []
+
+
+def register_printer(printer: Callable[[Node], str]) -> None:
+    """Make `printer` the text of `str(node)`. printer.py registers itself when tensorlang is
+    imported; the nodes cannot import it, since it imports every node class."""
+    _printers[:] = [printer]
+
+
+def node_text(node: Node) -> str:
+    """The registered printer's text of `node` (the class name before one is registered)."""
+    return _printers[0](node) if _printers else f"<{type(node).__name__}>"
 
 
 class ExprOps:
@@ -67,13 +82,9 @@ class ExprOps:
         return binary(BinaryOp.FLOORMOD, other, self)
 
     def __pow__(self, other: ExprLike) -> Expr:
-        from .intrin import power
-
         return power(self, other)
 
     def __rpow__(self, other: ExprLike) -> Expr:
-        from .intrin import power
-
         return power(other, self)
 
     def __and__(self, other: ExprLike) -> Expr:
@@ -134,6 +145,15 @@ class ExprOps:
         """Convert to `dtype` (numpy's `astype`)."""
         return cast(self, dtype)
 
+    def __index__(self) -> int:
+        raise TypeError(
+            f"{self} has no value until the kernel runs, so it cannot be used as a Python int "
+            "(only constants can; tl.get_const_tuple keeps symbolic entries as expressions)"
+        )
+
+    def __int__(self) -> int:
+        return self.__index__()
+
 
 class Expr(ExprOps, Node):
     """A scalar (or, after vectorization, vector) expression with a `dtype`."""
@@ -142,9 +162,7 @@ class Expr(ExprOps, Node):
     dtype: DType
 
     def __str__(self) -> str:
-        from .printer import expr_to_str
-
-        return expr_to_str(self)
+        return node_text(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -165,10 +183,27 @@ class Var(Expr):
 
 @_frozen
 class Const(Expr):
-    """A literal of a given dtype."""
+    """A literal of a given dtype. An integer one is a Python int wherever one is expected
+    (`int(c)`, `range(c)`, `operator.index(c)`), like TVM's IntImm; its `bool()` still raises,
+    as every expression's does (see the module docstring)."""
 
     value: Scalar
     dtype: DType
+
+    def __index__(self) -> int:
+        if not (self.dtype.is_integer or self.dtype.is_bool) or self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a {self.dtype} constant, not an integer")
+        return int(self.value)
+
+    def __int__(self) -> int:
+        if self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a vector constant")
+        return int(self.value)
+
+    def __float__(self) -> float:
+        if self.dtype.lanes != 1:
+            raise TypeError(f"{self} is a vector constant")
+        return float(self.value)
 
 
 class BinaryOp(enum.Enum):
@@ -474,3 +509,19 @@ def maximum(a: ExprLike, b: ExprLike) -> Expr:
 def minimum(a: ExprLike, b: ExprLike) -> Expr:
     """The smaller of `a` and `b`, elementwise (dtypes promoted as for `+`)."""
     return binary(BinaryOp.MIN, a, b)
+
+
+def power(base: ExprLike, exponent: ExprLike) -> Expr:
+    """`base ** exponent`. Integer powers by a small constant become multiplications; other
+    integer powers go through float64 and back, like numpy for values that fit."""
+    b, e = _operands(base, exponent)
+    t = promote(b.dtype, e.dtype)
+    if t.is_float:
+        return Call(MathFunc.POW, (cast(b, t), cast(e, t)), t)
+    if isinstance(e, Const) and 0 <= int(e.value) <= 16:
+        result: Expr = const(1, t)
+        for _ in range(int(e.value)):
+            result = binary(BinaryOp.MUL, result, b)
+        return result
+    as_float = Call(MathFunc.POW, (cast(b, FLOAT64), cast(e, FLOAT64)), FLOAT64)
+    return cast(as_float, t)

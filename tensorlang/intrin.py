@@ -6,11 +6,10 @@ float64 first, as numpy's ufuncs do, except `abs` which keeps integers.
 
 from __future__ import annotations
 
-from .dtype import FLOAT64, promote
+from .dtype import FLOAT64
 from .expr import (
     BinaryOp,
     Call,
-    Const,
     Expr,
     ExprLike,
     MathFunc,
@@ -18,7 +17,7 @@ from .expr import (
     as_expr,
     binary,
     cast,
-    const,
+    power,  # noqa: F401  (a math function too: tl.power)
     select,
 )
 
@@ -81,22 +80,6 @@ def abs(x: ExprLike) -> Expr:  # noqa: A001 - the public name mirrors numpy and 
     if e.dtype.is_bool or e.dtype.is_uint:
         return e
     return Call(MathFunc.ABS, (e,), e.dtype)
-
-
-def power(base: ExprLike, exponent: ExprLike) -> Expr:
-    """`base ** exponent`. Integer powers by a small constant become multiplications; other
-    integer powers go through float64 and back, like numpy for values that fit."""
-    b, e = _operands(base, exponent)
-    t = promote(b.dtype, e.dtype)
-    if t.is_float:
-        return Call(MathFunc.POW, (cast(b, t), cast(e, t)), t)
-    if isinstance(e, Const) and 0 <= int(e.value) <= 16:
-        result: Expr = const(1, t)
-        for _ in range(int(e.value)):
-            result = binary(BinaryOp.MUL, result, b)
-        return result
-    as_float = Call(MathFunc.POW, (cast(b, FLOAT64), cast(e, FLOAT64)), FLOAT64)
-    return cast(as_float, t)
 
 
 def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Expr:

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 
 from .dtype import DType
-from .expr import Expr, Node, Var, _frozen
+from .expr import Expr, Node, Var, _frozen, node_text
 
 
 class ForKind(enum.Enum):
@@ -111,9 +111,7 @@ class Stmt(Node):
     __slots__ = ()
 
     def __str__(self) -> str:
-        from .printer import stmt_to_str
-
-        return stmt_to_str(self)
+        return node_text(self)
 
 
 @_frozen
@@ -223,9 +221,7 @@ class PrimFunc(Node):
         return PrimFunc(self.name, self.params, self.shape_vars, body, self.attrs)
 
     def __str__(self) -> str:
-        from .printer import func_to_str
-
-        return func_to_str(self)
+        return node_text(self)
 
 
 @dataclass

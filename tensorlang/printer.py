@@ -6,6 +6,7 @@ format is stable: one statement per line, 4-space indents, Python operators and 
 
 from __future__ import annotations
 
+from .arith import simplify
 from .expr import (
     Binary,
     BinaryOp,
@@ -14,11 +15,13 @@ from .expr import (
     Compare,
     Const,
     Expr,
+    Node,
     Not,
     Reduce,
     Select,
     TensorRead,
     Var,
+    register_printer,
 )
 from .ir import (
     Allocate,
@@ -134,8 +137,6 @@ def _loop_header(node: For) -> str:
     if isinstance(node.min, Const) and node.min.value == 0:
         rng = f"range({extent})"
     else:
-        from .arith import simplify  # printing a loop's end is worth one simplification
-
         end = simplify(node.min + node.extent)
         rng = f"range({_plain(node.min)}, {_plain(end)})"
     kind = "" if node.kind is ForKind.SERIAL else f"  # {node.kind.value}"
@@ -196,3 +197,17 @@ def func_to_str(func: PrimFunc) -> str:
     lines = [f"def {func.name}({params}):"]
     _stmt_lines(func.body, 1, lines)
     return "\n".join(lines)
+
+
+def node_to_str(node: Node) -> str:
+    """The text of any node: a function, a statement or an expression."""
+    if isinstance(node, PrimFunc):
+        return func_to_str(node)
+    if isinstance(node, Stmt):
+        return stmt_to_str(node)
+    if isinstance(node, Expr):
+        return expr_to_str(node)
+    return f"<{type(node).__name__}>"
+
+
+register_printer(node_to_str)

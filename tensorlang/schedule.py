@@ -32,12 +32,24 @@ from .expr import (
     compare,
     const,
 )
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, compute
 from .visitor import Mutator, substitute
 
 
 class ScheduleError(ValueError):
-    """An illegal schedule request (raised at the call that makes it)."""
+    """An illegal schedule request (raised at the call that makes it, or by `lower` when only the
+    lowered loops show it, e.g. an unroll of an extent with no constant bound)."""
+
+
+MAX_UNROLL_COPIES = 1 << 16
+"""An unroll into more copies than this is almost surely a mistake (and minutes of LLVM time)."""
+
+PRAGMA_KEYS = {
+    "auto_unroll_max_step": "unroll every loop inside whose copies hold at most this many "
+                            "statements in all (an int >= 0)",
+    "unroll_explicit": "True: unroll by copying the loop body; False: ask LLVM to unroll (a bool)",
+}
+"""The loop pragmas `Stage.pragma` implements (TVM's names), with what each does."""
 
 
 class LoopAnnotation(enum.Enum):
@@ -179,6 +191,16 @@ class Stage:
             raise ScheduleError(f"{primitive}: axis {axis.name} is not an axis of stage {self.name}")
         return axis
 
+    def _require_plain(self, axis: IterVar, primitive: str) -> None:
+        """Loops are annotated after they are made: an annotation would not survive the split or
+        fuse of its axis, so that is refused rather than dropped."""
+        marks = [m.value for m in (self.annotations.get(axis),) if m] + [
+            f"pragma {k}" for k, _ in self.pragmas.get(axis, ())]
+        if marks:
+            raise ScheduleError(f"{primitive}: axis {axis.name} of stage {self.name} is already "
+                                f"marked {', '.join(marks)}; {primitive} first, then mark the "
+                                "axes it returns")
+
     def _leaf_index(self, axis: IterVar) -> int:
         return next(k for k, leaf in enumerate(self.leaf_iter_vars) if leaf is axis)
 
@@ -194,6 +216,7 @@ class Stage:
         iterations. A factor that does not divide the extent is fine: the tail is guarded."""
         self._require_compute("split")
         self._require_leaf(parent, "split")
+        self._require_plain(parent, "split")
         if (factor is None) == (nparts is None):
             raise ScheduleError(
                 f"split of {parent.name} in stage {self.name}: give exactly one of factor, nparts"
@@ -242,6 +265,7 @@ class Stage:
             raise ScheduleError(f"fuse on stage {self.name}: needs at least one axis")
         for a in axes:
             self._require_leaf(a, "fuse")
+            self._require_plain(a, "fuse")
         positions = [self._leaf_index(a) for a in axes]
         for (p, a), (q, b) in zip(zip(positions, axes), zip(positions[1:], axes[1:])):
             if q != p + 1:
@@ -288,16 +312,23 @@ class Stage:
     def _annotate(self, axis: IterVar, annotation: LoopAnnotation) -> None:
         self._require_compute(annotation.value)
         self._require_leaf(axis, annotation.value)
-        if annotation is LoopAnnotation.PARALLEL and axis.kind is IterKind.REDUCE:
+        if annotation is not LoopAnnotation.UNROLL and axis.kind is IterKind.REDUCE:
             raise ScheduleError(
-                f"parallel: axis {axis.name} of stage {self.name} is a reduction axis; its "
-                "iterations update the same output, so they cannot run in parallel"
+                f"{annotation.value}: axis {axis.name} of stage {self.name} is a reduction axis; "
+                "its iterations update the same output, so they cannot run side by side "
+                "(s.rfactor makes a reduction axis a data axis of a new stage)"
             )
         self.annotations[axis] = annotation
         self._record(annotation.value, axis.name)
 
     def vectorize(self, axis: IterVar) -> None:
-        """Run this loop as SIMD lanes (its extent becomes the vector width)."""
+        """Run this loop as SIMD lanes. An extent above 64 or a symbolic one runs as vectors of
+        64 lanes (LLVM splits them into registers) and one masked vector for the rest.
+
+        Raises:
+            ScheduleError: `axis` is a reduction axis (here, or from `lower` when the loop body
+                cannot run lane by lane, e.g. a lane writes what another reads).
+        """
         self._annotate(axis, LoopAnnotation.VECTORIZE)
 
     def parallel(self, axis: IterVar) -> None:
@@ -305,15 +336,34 @@ class Stage:
         self._annotate(axis, LoopAnnotation.PARALLEL)
 
     def unroll(self, axis: IterVar) -> None:
-        """Copy the loop body once per iteration (constant extents only; others stay loops)."""
+        """Copy the loop body once per iteration. A symbolic extent needs a constant upper
+        bound (each copy is then guarded); `lower` raises ScheduleError for one without."""
         self._annotate(axis, LoopAnnotation.UNROLL)
 
     def pragma(self, axis: IterVar, key: str, value: object = True) -> None:
-        """Attach a free-form hint to a loop; it is kept on the loop in the lowered IR."""
+        """Steer how the loops inside `axis` are unrolled, as TVM's pragmas of these names do:
+        `auto_unroll_max_step` (int) unrolls every inner loop of constant extent whose copies
+        hold at most that many statements in all; `unroll_explicit` (bool, default True) says
+        whether unrolling copies the body (True) or asks LLVM to unroll the loop (False).
+
+        Raises:
+            ScheduleError: an unknown key, or a value of the wrong kind for the key.
+        """
         self._require_compute("pragma")
         self._require_leaf(axis, "pragma")
         if not isinstance(key, str) or not key:
             raise TypeError(f"pragma on stage {self.name}: key must be a non-empty string")
+        if key not in PRAGMA_KEYS:
+            known = "; ".join(f"{k}: {what}" for k, what in PRAGMA_KEYS.items())
+            raise ScheduleError(f"pragma on axis {axis.name} of stage {self.name}: unknown key "
+                                f"{key!r}; the pragmas are {known}")
+        if key == "auto_unroll_max_step" and (isinstance(value, bool) or not isinstance(
+                value, int) or value < 0):
+            raise ScheduleError(f"pragma auto_unroll_max_step on axis {axis.name} of stage "
+                                f"{self.name} needs an int >= 0, got {value!r}")
+        if key == "unroll_explicit" and not isinstance(value, (bool, int)):
+            raise ScheduleError(f"pragma unroll_explicit on axis {axis.name} of stage "
+                                f"{self.name} needs a bool, got {value!r}")
         self.pragmas.setdefault(axis, []).append((key, value))
         self._record("pragma", f"{axis.name}, {key!r}, {value!r}")
 
@@ -480,8 +530,6 @@ class Schedule:
         for reader in reader_stages:
             if not self._consumes(reader, source):
                 raise ScheduleError(f"cache_read: stage {reader.name} does not read {tensor.name}")
-        from .tensor import compute
-
         cache = compute(
             tuple(tensor.shape),
             lambda *index: tensor[tuple(index)],

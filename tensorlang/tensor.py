@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
+from .arith import const_value
 from .dtype import BOOL, INT32, DType, as_dtype
 from .expr import (
+    BinaryOp,
     CommReducer,
     Const,
     Expr,
@@ -26,9 +28,10 @@ from .expr import (
     Var,
     as_expr,
     binary,
-    BinaryOp,
+    cast,
     const,
 )
+from .visitor import post_order_visit
 
 ShapeLike = Sequence[Union[int, Expr, IterVar]]
 
@@ -96,8 +99,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        from .visitor import post_order_visit
-
         found: dict[int, Tensor] = {}
 
         def collect(node: object) -> None:
@@ -180,6 +181,28 @@ def var(name: str = "v", dtype: str | DType = "int32") -> Var:
     return Var(name, t)
 
 
+def get_const_tuple(shape: ShapeLike) -> tuple[int | Expr, ...]:
+    """A shape as a tuple of Python ints, as TVM's `get_const_tuple`: every entry whose value is
+    known (a constant, or an expression that simplifies to one) becomes an int; a symbolic entry
+    (`tl.var`) stays the expression it is, since its value is known only at call time.
+
+    Raises:
+        TypeError: an entry is neither an int nor an integer expression.
+    """
+    out: list[int | Expr] = []
+    for position, dim in enumerate(shape):
+        if isinstance(dim, IterVar):
+            dim = dim.var
+        if isinstance(dim, bool) or not isinstance(dim, (int, Expr)):
+            raise TypeError(f"get_const_tuple: entry {position} is {dim!r}, not an int or an "
+                            "integer expression")
+        if isinstance(dim, Expr) and not dim.dtype.is_integer:
+            raise TypeError(f"get_const_tuple: entry {position} ({dim}) is {dim.dtype}")
+        value = dim if isinstance(dim, int) else const_value(dim)
+        out.append(dim if value is None else int(value))
+    return tuple(out)
+
+
 def _shape(shape: ShapeLike | int | Expr, what: str) -> tuple[Expr, ...]:
     if isinstance(shape, (int, Expr, IterVar)):
         shape = (shape,)
@@ -254,8 +277,6 @@ def compute(
 
 
 def _check_body(body: tuple[Expr, ...], name: str) -> None:
-    from .visitor import post_order_visit
-
     if not body:
         raise ValueError(f"compute {name!r}: the lambda returned no value")
     reduces = [b for b in body if isinstance(b, Reduce)]
@@ -299,35 +320,56 @@ def _axes(axis: IterVar | Sequence[IterVar], what: str) -> tuple[IterVar, ...]:
 
 
 def comm_reducer(
-    fcombine: Callable[[Expr, Expr], ExprLike],
-    fidentity: Callable[[str], ExprLike],
+    fcombine: Callable[..., ExprLike | Sequence[ExprLike]],
+    fidentity: Callable[..., ExprLike | Sequence[ExprLike]],
     name: str = "reduce",
-) -> Callable[..., Expr]:
+) -> Callable[..., Expr | tuple[Expr, ...]]:
     """Make a reducer like `tl.sum` from a commutative, associative `fcombine(x, y)` and its
     identity element `fidentity(dtype)`.
 
-    The returned function is called as `reducer(expr, axis, where=None)`.
+    The returned function is called as `reducer(expr, axis, where=None)`. Given a tuple of
+    expressions instead of one, it reduces them together (TVM's multi-output reductions, e.g.
+    argmax over (index, value) pairs): `fcombine(x, y)` then receives two tuples and returns a
+    tuple, `fidentity(*dtypes)` returns a tuple, and the reducer returns one reduction per element,
+    which a `compute` lambda returns as a tuple to get one output tensor each.
+
+    Raises:
+        ValueError: fcombine or fidentity return a different number of values than the sources.
     """
 
-    def reducer(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Expr:
-        source = as_expr(expr)
-        t = source.dtype
+    def reducer(expr: ExprLike | Sequence[ExprLike], axis: IterVar | Sequence[IterVar],
+                where: ExprLike | None = None) -> Expr | tuple[Expr, ...]:
+        several = isinstance(expr, (tuple, list))
+        items = tuple(expr) if several else (expr,)  # type: ignore[arg-type]
+        sources = tuple(as_expr(e) for e in items)
+        types = tuple(source.dtype for source in sources)
         axes = _axes(axis, name)
-        lhs, rhs = Var("x", t), Var("y", t)
-        combined = as_expr(fcombine(lhs, rhs), t)
-        identity = as_expr(fidentity(str(t)), t)
-        if combined.dtype != t or identity.dtype != t:
-            from .expr import cast
-
-            combined, identity = cast(combined, t), cast(identity, t)
+        lhs = tuple(Var(f"x{k}", t) for k, t in enumerate(types))
+        rhs = tuple(Var(f"y{k}", t) for k, t in enumerate(types))
+        if several:
+            combined = _as_tuple(fcombine(lhs, rhs), len(types), f"{name}: fcombine")
+            identity = _as_tuple(fidentity(*map(str, types)), len(types), f"{name}: fidentity")
+        else:
+            combined, identity = (fcombine(lhs[0], rhs[0]),), (fidentity(str(types[0])),)
+        combined = tuple(cast(as_expr(c, t), t) for c, t in zip(combined, types))
+        identity = tuple(cast(as_expr(i, t), t) for i, t in zip(identity, types))
         condition = const(True, BOOL) if where is None else as_expr(where)
         if not condition.dtype.is_bool:
             raise TypeError(f"{name}: where= must be a bool expression, got {condition.dtype}")
-        combiner = CommReducer((lhs,), (rhs,), (combined,), (identity,), name)
-        return Reduce(combiner, (source,), axes, condition, 0, t)
+        combiner = CommReducer(lhs, rhs, combined, identity, name)
+        reduces = tuple(Reduce(combiner, sources, axes, condition, k, t)
+                        for k, t in enumerate(types))
+        return reduces if several else reduces[0]
 
     reducer.__name__ = name
     return reducer
+
+
+def _as_tuple(values: object, count: int, what: str) -> tuple:
+    if not isinstance(values, (tuple, list)) or len(values) != count:
+        raise ValueError(f"{what} must return a tuple of {count} values (one per reduced "
+                         f"expression), got {values!r}")
+    return tuple(values)
 
 
 def _lowest(dtype: str) -> Const:
@@ -343,8 +385,6 @@ def _highest(dtype: str) -> Const:
 def _sum_source(expr: ExprLike) -> Expr:
     source = as_expr(expr)
     if source.dtype.is_bool:
-        from .expr import cast
-
         return cast(source, "int64")  # numpy sums bools as integers
     return source
 

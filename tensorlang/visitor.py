@@ -9,7 +9,7 @@ keep their identity (cheap sharing, and `is` tells a pass that nothing happened)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -21,10 +21,22 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+# Field types that never hold a node: traversals skip them (they are the bulk of the fields).
+_LEAF_TYPES = frozenset({"DType", "str", "int", "bool", "float", "Scalar", "BinaryOp", "CompareOp",
+                         "MathFunc", "ForKind", "IterKind", "Scope"})
+
+
+@cache
+def _node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold nodes (or tuples of them), by their annotations."""
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if not (isinstance(f.type, str) and f.type in _LEAF_TYPES))
+
+
 def children(node: Node) -> list[Node]:
     """The direct child nodes of `node`, in field order."""
     out: list[Node] = []
-    for name in _field_names(type(node)):
+    for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, Node):
             out.append(value)
@@ -36,24 +48,24 @@ def children(node: Node) -> list[Node]:
 class _Dispatch:
     """Finds `visit_<ClassName>` once per class (falling back to the base classes' names)."""
 
-    _cache: dict[tuple[type, type], str | None]
+    _cache: dict[type, Callable[[Any, Any], Any] | None]
 
     def __init_subclass__(cls) -> None:
         cls._cache = {}
 
-    def _method(self, node: Node) -> Callable[[Any], Any] | None:
-        key = (type(self), type(node))
+    def _method(self, node: Node) -> Callable[[Any, Any], Any] | None:
+        """The function (unbound: call it with self) that visits nodes of `node`'s class."""
+        cls = type(self)
         try:
-            name = self._cache[key]
+            return cls._cache[type(node)]
         except KeyError:
-            name = None
+            function = None
             for klass in type(node).__mro__:
-                candidate = "visit_" + klass.__name__
-                if hasattr(self, candidate):
-                    name = candidate
+                function = getattr(cls, "visit_" + klass.__name__, None)
+                if function is not None:
                     break
-            self._cache[key] = name
-        return getattr(self, name) if name else None
+            cls._cache[type(node)] = function
+            return function
 
 
 class Visitor(_Dispatch):
@@ -64,7 +76,7 @@ class Visitor(_Dispatch):
         if method is None:
             self.generic_visit(node)
         else:
-            method(node)
+            method(self, node)
 
     def generic_visit(self, node: Node) -> None:
         for child in children(node):
@@ -80,11 +92,11 @@ class Mutator(_Dispatch):
 
     def visit(self, node: Any) -> Any:
         method = self._method(node)
-        return self.generic_visit(node) if method is None else method(node)
+        return self.generic_visit(node) if method is None else method(self, node)
 
     def generic_visit(self, node: Any) -> Any:
         changes: dict[str, Any] = {}
-        for name in _field_names(type(node)):
+        for name in _node_fields(type(node)):
             value = getattr(node, name)
             if getattr(value, "opaque_to_mutators", False):
                 continue
@@ -105,6 +117,9 @@ class _Substituter(Mutator):
 
     def visit_Var(self, node: Var) -> Node:
         return self.mapping.get(node, node)
+
+    def visit_Const(self, node: Node) -> Node:
+        return node  # a leaf: nothing to substitute, no need to look for fields
 
 
 def substitute(node: Any, mapping: Mapping[Var, Node]) -> Any:
@@ -130,16 +145,24 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(children(current)))
 
 
+def nodes_below(node: Node) -> Iterator[Node]:
+    """`node` and every node below it, parents first, each shared node once (cheaper than
+    post_order_visit where the order does not matter)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend(children(current))
+
+
 def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
-    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read)."""
-    found = False
-
-    def check(n: Node) -> None:
-        nonlocal found
-        found = found or isinstance(n, kind)
-
-    post_order_visit(node, check)
-    return found
+    """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read); stops
+    at the first one found."""
+    return any(isinstance(n, kind) for n in nodes_below(node))
 
 
 def free_vars(node: Node) -> set[Var]:

@@ -168,3 +168,28 @@ def test_transfer_learning_from_another_shape(task: autotune.Task) -> None:
     first = run_tuner(tuner, 16)
     costs = np.sort(all_costs(task))
     assert min(synthetic_cost(task.config_space.get(i)) for i in first) <= costs[4]
+
+
+@autotune.template("test_search/sometimes_illegal")
+def sometimes_illegal(n: int) -> tuple:
+    """Configs with `vectorize` on the reduction axis are illegal (ScheduleError at instantiation)."""
+    A = tl.placeholder((n, n), "float32", name="A")
+    k = tl.reduce_axis((0, n), name="k")
+    R = tl.compute((n,), lambda i: tl.sum(A[i, k], axis=k), name="R")
+    s = tl.create_schedule(R.op)
+    cfg = autotune.get_config()
+    cfg.define_knob("vectorize", ["i", "k"])
+    s[R].vectorize(s[R].op.axis[0] if cfg["vectorize"].val == "i" else k)
+    return s, [A, R]
+
+
+def test_configs_without_features_are_counted_and_logged(caplog) -> None:
+    task = autotune.create_task("test_search/sometimes_illegal", (16,))
+    extractor = autotune.FeatureExtractor(task, "itervar")
+    with caplog.at_level("WARNING", logger="autotune.features"):
+        rows = extractor.get([0, 1, 1])
+    assert not np.isnan(rows[0]).any() and np.isnan(rows[1:]).all()
+    assert extractor.failure_count == 1  # computed once per config, then cached
+    (reason,) = extractor.failures
+    assert reason.startswith("ScheduleError: vectorize: axis k of stage R is a reduction axis")
+    assert "config 1 of task" in caplog.text and "scored as invalid" in caplog.text

@@ -2,7 +2,10 @@
 
 Each test draws a computation (elementwise chains, reductions, rfactor, matmul, a padded
 convolution), applies a random sequence of schedule primitives that are legal for it, builds,
-runs and compares.
+runs and compares. Only legal requests are drawn, since the compiler refuses the others with
+ScheduleError rather than ignoring them: no vectorize or parallel on a reduction axis, one
+vectorized loop per stage, no split or fuse of an axis already marked, and no stage computed
+inside a vectorized loop. tests/test_honest_primitives.py checks that each of those is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 import tensorlang as tl
 from tensorlang.expr import IterKind
+from tensorlang.schedule import LoopAnnotation
 
 FUZZ = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
@@ -22,7 +26,7 @@ dims = st.integers(min_value=1, max_value=17)
 dtypes = st.sampled_from(["float32", "float64", "int32", "int8", "int64"])
 
 
-def random_loop_schedule(data, s: tl.Schedule, T, allow_parallel_reduce: bool = False) -> None:
+def random_loop_schedule(data, s: tl.Schedule, T) -> None:
     """Apply up to six random primitives to stage T (each one legal by construction)."""
     stage = s[T]
     for _ in range(data.draw(st.integers(0, 6), label="steps")):
@@ -32,23 +36,36 @@ def random_loop_schedule(data, s: tl.Schedule, T, allow_parallel_reduce: bool = 
             label="action",
         )
         axis = data.draw(st.sampled_from(leaves), label="axis")
-        if action == "split":
+        plain = axis not in stage.annotations and axis not in stage.pragmas
+        if action == "split" and plain:
             stage.split(axis, factor=data.draw(st.integers(1, 9), label="factor"))
-        elif action == "nparts":
+        elif action == "nparts" and plain:
             stage.split(axis, nparts=data.draw(st.integers(1, 5), label="nparts"))
         elif action == "reorder":
             stage.reorder(*data.draw(st.permutations(leaves), label="order"))
-        elif action == "fuse":
+        elif action == "fuse" and plain:
             position = leaves.index(axis)
-            if position + 1 < len(leaves) and leaves[position + 1].kind is axis.kind:
-                stage.fuse(axis, leaves[position + 1])
+            if position + 1 < len(leaves):
+                inner = leaves[position + 1]
+                if inner.kind is axis.kind and inner not in stage.annotations:
+                    stage.fuse(axis, inner)
         elif action == "vectorize":
-            stage.vectorize(leaves[-1] if data.draw(st.booleans(), label="innermost") else axis)
-        elif action == "parallel":
-            if axis.kind is IterKind.DATA_PAR:
-                stage.parallel(axis)
-        else:
+            target = leaves[-1] if data.draw(st.booleans(), label="innermost") else axis
+            if (target.kind is IterKind.DATA_PAR and target not in stage.annotations
+                    and LoopAnnotation.VECTORIZE not in stage.annotations.values()):
+                stage.vectorize(target)
+        elif action == "parallel" and plain and axis.kind is IterKind.DATA_PAR:
+            stage.parallel(axis)
+        elif action == "unroll" and plain:
             stage.unroll(axis)
+
+
+def attach_points(stage: tl.Stage) -> list:
+    """The loops of `stage` another stage may be computed at: those outside its vector loop."""
+    leaves = list(stage.leaf_iter_vars)
+    vector = [k for k, iv in enumerate(leaves) if stage.annotations.get(iv) is
+              LoopAnnotation.VECTORIZE]
+    return leaves[: vector[0]] if vector else leaves
 
 
 def check(s, args, inputs, expected, dtype):
@@ -71,8 +88,8 @@ def test_elementwise_chain(data, n, m, dtype):
     placement = data.draw(st.sampled_from(["root", "inline", "at"]), label="placement")
     if placement == "inline":
         s[X].compute_inline()
-    elif placement == "at":
-        s[X].compute_at(s[Y], data.draw(st.sampled_from(s[Y].leaf_iter_vars), label="at"))
+    elif placement == "at" and attach_points(s[Y]):
+        s[X].compute_at(s[Y], data.draw(st.sampled_from(attach_points(s[Y])), label="at"))
     random_loop_schedule(data, s, X)
     a, b = random_array((n, m), dtype, rng), random_array((m,), dtype, rng)
     x = (a * 2 + b).astype(dtype)
@@ -130,13 +147,15 @@ def test_matmul_with_caches(data, n, m, l, dtype):
     if data.draw(st.booleans(), label="cache_write"):
         CC = s.cache_write(C, "local")
         random_loop_schedule(data, s, C)
-        s[CC].compute_at(s[C], data.draw(st.sampled_from(s[C].leaf_iter_vars), label="at"))
+        if attach_points(s[C]):
+            s[CC].compute_at(s[C], data.draw(st.sampled_from(attach_points(s[C])), label="at"))
         random_loop_schedule(data, s, CC)
     else:
         if data.draw(st.booleans(), label="cache_read"):
             BB = s.cache_read(B, "local", [C])
             random_loop_schedule(data, s, C)
-            s[BB].compute_at(s[C], data.draw(st.sampled_from(s[C].leaf_iter_vars), label="at"))
+            if attach_points(s[C]):
+                s[BB].compute_at(s[C], data.draw(st.sampled_from(attach_points(s[C])), label="at"))
         else:
             random_loop_schedule(data, s, C)
     a, b = random_array((n, l), dtype, rng), random_array((l, m), dtype, rng)
@@ -168,8 +187,8 @@ def test_padded_convolution(data, n, r, pad):
     placement = data.draw(st.sampled_from(["root", "inline", "at"]), label="placement")
     if placement == "inline":
         s[P].compute_inline()
-    elif placement == "at":
-        s[P].compute_at(s[C], data.draw(st.sampled_from(s[C].leaf_iter_vars), label="at"))
+    elif placement == "at" and attach_points(s[C]):
+        s[P].compute_at(s[C], data.draw(st.sampled_from(attach_points(s[C])), label="at"))
         random_loop_schedule(data, s, P)
     a, w = random_array((n, n), "float32", rng), random_array((r, r), "float32", rng)
     padded = np.pad(a, pad)

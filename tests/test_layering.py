@@ -2,7 +2,9 @@
 
 tensorlang imports neither autotune nor topi; autotune does not import topi; inside tensorlang
 the layers run dtype -> expr -> tensor -> schedule -> ir -> lower -> codegen -> runtime, and no
-module imports a later layer at module level (function-level imports are allowed for printing).
+module imports a later layer at module level. No two files of tensorlang, autotune and topi import
+each other, directly or around a circle, counting imports inside functions and under
+TYPE_CHECKING too: each file only imports what lies below it.
 """
 
 from __future__ import annotations
@@ -120,3 +122,83 @@ def test_third_party_dependencies_are_declared():
                 if top in stdlib or top == package:
                     continue
                 assert top in deps, f"{path} imports undeclared dependency {name}"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def file_import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports anywhere in the file (a package's
+    `__init__` stands for `from package import name` unless `name` is a module itself)."""
+    files = {_module_name(p): p for package in packages for p in sources(package)}
+
+    def resolve(name: str) -> str | None:
+        for candidate in (name, name + ".__init__"):
+            if candidate in files:
+                return candidate
+        return None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module.split(".")[:-1]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {r for a in node.names if (r := resolve(a.name))}
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                name = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    target = resolve(f"{name}.{alias.name}") or resolve(name)
+                    if target:
+                        edges.add(target)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[set[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+def test_no_import_cycles_between_files():
+    cycles = import_cycles(file_import_graph(("tensorlang", "autotune", "topi")))
+    found = [sorted(c) for c in cycles]
+    assert not found, f"files importing each other (directly or in a circle): {found}"
+
+
+def test_cycle_finder_sees_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [{"a", "b", "c"}]

@@ -1,8 +1,9 @@
-"""The vectorize and unroll passes: the IR they produce, their fallbacks, and compiled results."""
+"""The vectorize and unroll passes: the IR they produce, their errors, and compiled results."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ir_builders import buf, load, loop
 
 from tensorlang.dtype import INT32, as_dtype
@@ -24,6 +25,7 @@ from tensorlang.ir import (
 from tensorlang.lower.unroll import unroll_loops
 from tensorlang.lower.vectorize import vectorize_loops
 from tensorlang.runtime import build_module
+from tensorlang.schedule import ScheduleError
 from tensorlang.visitor import post_order_visit
 
 F32 = as_dtype("float32")
@@ -88,43 +90,41 @@ def test_inner_loop_stays_a_loop_around_vectors() -> None:
     np.testing.assert_allclose(y, x @ w, rtol=1e-5)
 
 
-def test_fallbacks_to_serial() -> None:
+def test_long_and_symbolic_vectors_run_as_64_lane_chunks() -> None:
+    i, n = Var("i", INT32), Var("n", INT32)
+    for extent, shape_vars, sizes in ((const(150), (), [150]), (n, (n,), [1, 64, 65, 150])):
+        a, c = buf("A", "float32", (extent,)), buf("C", "float32", (extent,))
+        body = loop(i, extent, BufferStore(c, i, load(a, i) + 1.0), ForKind.VECTORIZED)
+        out = vectorize_loops(PrimFunc("f", (a, c), shape_vars, body))
+        assert _kinds(out) == [ForKind.SERIAL]  # the loop over whole chunks
+        lanes = sorted({r.lanes for r in _nodes(out, Ramp)})
+        assert lanes == ([22, 64] if shape_vars == () else [64]), lanes
+        masked = [s for s in _nodes(out, BufferStore) if s.mask is not None]
+        assert len(masked) == (0 if shape_vars == () else 1)
+        m = build_module(out)
+        for size in sizes:
+            x = np.arange(size, dtype="float32")
+            y = np.full(size + 64, -1.0, "float32")
+            m(x, y[:size])
+            np.testing.assert_array_equal(y[:size], x + 1)
+            assert (y[size:] == -1).all()
+
+
+def test_loops_whose_lanes_are_not_independent_raise() -> None:
     a, c = buf("A", "float32", (100,)), buf("C", "float32", (100,))
     i = Var("i", INT32)
-    n = Var("n", INT32)
     zero = Const(0, INT32)
     tmp = buf("tmp", "float32", (1,), Scope.LOCAL)
     cases = {
-        "symbolic extent": (loop(i, n, BufferStore(c, i, load(a, i)), ForKind.VECTORIZED), (n,)),
-        "reduction": (
-            loop(i, 16, BufferStore(c, zero, load(c, zero) + load(a, i)), ForKind.VECTORIZED),
-            (),
-        ),
-        "lane dependency": (
-            loop(i, 16, BufferStore(c, i + 1, load(c, i) + 1.0), ForKind.VECTORIZED),
-            (),
-        ),
-        "allocate": (
-            loop(i, 16, Allocate(tmp, BufferStore(c, i, load(a, i))), ForKind.VECTORIZED),
-            (),
-        ),
-        "too many lanes": (loop(i, 65, BufferStore(c, i, load(a, i)), ForKind.VECTORIZED), ()),
+        "reduces over lanes": loop(
+            i, 16, BufferStore(c, zero, load(c, zero) + load(a, i)), ForKind.VECTORIZED),
+        "is read at": loop(i, 16, BufferStore(c, i + 1, load(c, i) + 1.0), ForKind.VECTORIZED),
+        "allocates a buffer": loop(
+            i, 16, Allocate(tmp, BufferStore(c, i, load(a, i))), ForKind.VECTORIZED),
     }
-    for name, (body, shape_vars) in cases.items():
-        out = vectorize_loops(PrimFunc("f", (a, c), shape_vars, body))
-        assert _kinds(out) == [ForKind.SERIAL], name
-        assert not _nodes(out, Ramp), name
-    # The serial fallback of the reduction and the lane dependency compute the serial result.
-    for name in ("reduction", "lane dependency"):
-        body, _ = cases[name]
-        m = build_module(vectorize_loops(PrimFunc("f", (a, c), (), body)))
-        x = np.arange(100, dtype="float32")
-        y = np.zeros(100, "float32")
-        m(x, y)
-        if name == "reduction":
-            assert y[0] == x[:16].sum()
-        else:
-            np.testing.assert_array_equal(y[:17], np.arange(17, dtype="float32"))
+    for reason, body in cases.items():
+        with pytest.raises(ScheduleError, match=f"vectorize: loop i cannot run .*{reason}"):
+            vectorize_loops(PrimFunc("f", (a, c), (), body))
 
 
 def test_masked_tail_is_masked_store_and_load() -> None:
@@ -175,7 +175,7 @@ def test_unroll_copies_body() -> None:
     np.testing.assert_array_equal(y, x + 1)
 
 
-def test_unroll_constant_min_folds_and_limits() -> None:
+def test_unroll_constant_min_folds_and_any_constant_extent() -> None:
     a = buf("A", "float32", (200,))
     i = Var("i", INT32)
     n = Var("n", INT32)
@@ -185,6 +185,9 @@ def test_unroll_constant_min_folds_and_limits() -> None:
         )
     )
     assert [s.index.value for s in _nodes(out, BufferStore)] == [5, 6, 7]
-    for extent in (n, const(65)):
-        kept = loop(i, extent, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED)
-        assert _kinds(unroll_loops(PrimFunc("u", (a,), (n,), kept))) == [ForKind.SERIAL]
+    long = loop(i, 150, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED)
+    out = unroll_loops(PrimFunc("u", (a,), (), long))
+    assert _kinds(out) == [] and len(_nodes(out, BufferStore)) == 150
+    unbounded = loop(i, n, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED)
+    with pytest.raises(ScheduleError, match="unroll: loop i has extent n"):
+        unroll_loops(PrimFunc("u", (a,), (n,), unbounded))

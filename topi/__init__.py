@@ -5,5 +5,7 @@ schedules and tunable templates, `topi.testing` numpy references. See shared/API
 """
 
 from . import nn, testing, x86
+from .nn import argmax, argmin
 
 __all__ = ["nn", "testing", "x86"]
+__all__ += ["argmax", "argmin"]

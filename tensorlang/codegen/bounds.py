@@ -9,28 +9,24 @@ in range pays one unsigned compare per lane and one predicted branch per access.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..dtype import HANDLE
 from ..expr import Var
 from ..lower.bound_check import CheckedIndex
+from .emitter import Emitter
 from .irtext import Val, const, lanes_of, vector_of
-
-if TYPE_CHECKING:
-    from .llvm import CodeGen
 
 STATUS_VAR = Var("tl_status", HANDLE)
 """The key of the status slot's address among the values a parallel loop captures."""
 
 
-def open_status(cg: CodeGen) -> Val:
+def open_status(cg: Emitter) -> Val:
     """Allocate the kernel's status slot, holding 0 (no error) until a check fails."""
     slot = cg.fw.alloca("i32, align 4")
     cg.fw.emit(f"store i32 0, ptr {slot.ref}, align 4")
     return slot
 
 
-def emit_bound_check(cg: CodeGen, offsets: Val, check: CheckedIndex, mask: Val | None) -> Val:
+def emit_bound_check(cg: Emitter, offsets: Val, check: CheckedIndex, mask: Val | None) -> Val:
     """Test `offsets` (i64, scalar or vector) against the buffer's extent.
 
     Records the failure of an active lane (one where `mask`, if any, holds) in the status slot

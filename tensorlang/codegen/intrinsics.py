@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import ctypes.util
 import functools
-from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 
 from ..expr import BinaryOp, MathFunc
+from .emitter import Emitter
 from .irtext import Val, const, element_of, lanes_of, mangle, vector_of
-
-if TYPE_CHECKING:
-    from .llvm import CodeGen
 
 _LLVM_UNARY = {
     MathFunc.EXP: "llvm.exp",
@@ -90,7 +87,7 @@ def uses_vector_libm(ll: str) -> bool:
     return "@_ZGV" in ll
 
 
-def _vector_libm_call(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val | None:
+def _vector_libm_call(cg: Emitter, func: MathFunc, args: list[Val]) -> Val | None:
     """`func` on whole vectors through libmvec, in register-wide chunks; None if unavailable."""
     ty = args[0].ty
     lanes, elem = lanes_of(ty), element_of(ty)
@@ -130,7 +127,7 @@ def _vector_libm_call(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val | Non
     return parts[0]
 
 
-def emit_math(cg: CodeGen, func: MathFunc, args: list[Val]) -> Val:
+def emit_math(cg: Emitter, func: MathFunc, args: list[Val]) -> Val:
     """`func(*args)` on floats (scalar or vector); float16 is computed in float32."""
     ty = args[0].ty
     if func is MathFunc.ABS and not element_of(ty).startswith(("half", "float", "double")):
@@ -177,7 +174,7 @@ def _const_int(v: Val) -> int | None:
         return None
 
 
-def floor_div_mod(cg: CodeGen, op: BinaryOp, a: Val, b: Val, signed: bool) -> Val:
+def floor_div_mod(cg: Emitter, op: BinaryOp, a: Val, b: Val, signed: bool) -> Val:
     """Integer `a // b` or `a % b` rounding towards minus infinity; 0 when `b` is 0."""
     fw = cg.fw
     ty = a.ty
@@ -230,7 +227,7 @@ def floor_div_mod(cg: CodeGen, op: BinaryOp, a: Val, b: Val, signed: bool) -> Va
     return fw.op(ty, f"select {bad}, {zero}, {rf}")
 
 
-def float_floor_div_mod(cg: CodeGen, op: BinaryOp, a: Val, b: Val) -> Val:
+def float_floor_div_mod(cg: Emitter, op: BinaryOp, a: Val, b: Val) -> Val:
     """Float `a // b` (floor of the quotient) or `a % b` with the sign of `b`, as numpy."""
     fw = cg.fw
     ty = a.ty

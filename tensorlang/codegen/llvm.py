@@ -126,6 +126,7 @@ class CodeGen:
         self.target = target
         self.decls: dict[str, str] = {}
         self.functions: list[str] = []
+        self.metadata: list[str] = []
         self.env: dict[Var, Val] = {}
         self.globals_by_name: dict[str, Val] = {}
         self.mask: Val | None = None
@@ -182,7 +183,8 @@ class CodeGen:
         ]
         attrs = f"attributes #0 = {{ nounwind {self.target.function_attributes()} }}"
         inline = f"attributes #1 = {{ nounwind alwaysinline {self.target.function_attributes()} }}"
-        return "\n".join([*head, "", *self.decls.values(), "", *self.functions, attrs, inline, ""])
+        return "\n".join([*head, "", *self.decls.values(), "", *self.functions, attrs, inline,
+                          *self.metadata, ""])
 
     def _packed_wrapper(self, name: str, count: int, ret: str) -> str:
         fw = FunctionWriter(f'define void @"{name}_packed"(ptr %args) #0')
@@ -643,9 +645,17 @@ class CodeGen:
     def _serial_for(self, s: For) -> None:
         lo = self.index(s.min)
         hi = self.fw.op("i64", f"add nsw {lo}, {self.index(s.extent).ref}")
-        self._loop(s.var, lo, hi, s.body)
+        self._loop(s.var, lo, hi, s.body, unroll=s.kind is ForKind.UNROLLED)
 
-    def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt) -> None:
+    def _unroll_metadata(self) -> str:
+        """`!llvm.loop` metadata asking LLVM to unroll a loop fully (pragma unroll_explicit=False
+        leaves loops of kind UNROLLED to LLVM)."""
+        loop, hint = len(self.metadata), len(self.metadata) + 1
+        self.metadata += [f"!{loop} = distinct !{{!{loop}, !{hint}}}",
+                          f'!{hint} = !{{!"llvm.loop.unroll.full"}}']
+        return f", !llvm.loop !{loop}"
+
+    def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt, unroll: bool = False) -> None:
         fw = self.fw
         pre = fw.block
         head, body_l, latch, end = (fw.label(p) for p in ("for", "body", "latch", "end"))
@@ -663,7 +673,7 @@ class CodeGen:
         fw.br(latch)
         fw.start_block(latch)
         fw.emit(f"{nxt} = add nsw i64 {i}, 1")
-        fw.br(head)
+        fw.emit(f"br label %{head}{self._unroll_metadata() if unroll else ''}")
         fw.start_block(end)
 
     def _if(self, s: IfThenElse) -> None:

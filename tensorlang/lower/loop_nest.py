@@ -15,13 +15,24 @@ from dataclasses import dataclass
 
 from ..arith import INF, prove, simplify, symbolic_bounds, upper_bound
 from ..dtype import HANDLE
-from ..expr import BinaryOp, Const, Expr, IterVar, Reduce, TensorRead, Var, binary, const
+from ..expr import (
+    BinaryOp,
+    Const,
+    Expr,
+    IterVar,
+    Reduce,
+    TensorRead,
+    Var,
+    binary,
+    const,
+)
 from ..ir import (
     Allocate,
     Buffer,
     For,
     ForKind,
     IfThenElse,
+    LetStmt,
     PrimFunc,
     ProducerLoad,
     ProducerStore,
@@ -29,9 +40,23 @@ from ..ir import (
     Stmt,
     seq,
 )
-from ..schedule import AttachKind, LoopAnnotation, Schedule, Stage
+from ..schedule import (
+    MAX_UNROLL_COPIES,
+    AttachKind,
+    LoopAnnotation,
+    Schedule,
+    ScheduleError,
+    Stage,
+)
 from ..tensor import ComputeOp, PlaceholderOp, Tensor
-from ..visitor import Mutator, contains, free_vars, post_order_visit, substitute, uses_var
+from ..visitor import (
+    Mutator,
+    contains,
+    free_vars,
+    post_order_visit,
+    substitute,
+    uses_var,
+)
 from .inline import inline_bodies
 from .stage_loops import StageLoops, _descendants
 
@@ -276,6 +301,8 @@ class LoopNestBuilder:
     def _loop(self, stage: Stage, iv: IterVar, body: Stmt) -> For:
         extent = simplify(self.loops[stage].leaf_extent(iv))
         kind = _FOR_KIND.get(stage.annotations.get(iv), ForKind.SERIAL)  # type: ignore[arg-type]
+        if kind is ForKind.UNROLLED:
+            _check_unroll(stage, iv, extent)
         pragmas = tuple(stage.pragmas.get(iv, ()))
         return For(iv.var, const(0), extent, kind, body, pragmas)
 
@@ -305,8 +332,6 @@ class LoopNestBuilder:
             ]
             inner = self._guarded(seq(*stores), self._guards(stage, include_reduce=False))
             return self._wrap_loops(stage, stage.leaf_iter_vars, inner, attach=True)
-        if len(body) != 1:
-            raise NotImplementedError(f"stage {stage.name}: reductions with several outputs")
         reduce = body[0]
         assert isinstance(reduce, Reduce)
         reduce_leaves: set[IterVar] = set()
@@ -314,20 +339,20 @@ class LoopNestBuilder:
             reduce_leaves.update(_descendants(stage, iv))
         leaves = stage.leaf_iter_vars
         split_at = next((k for k, iv in enumerate(leaves) if iv in reduce_leaves), len(leaves))
-        buf = outputs[0]
-        identity = reduce.combiner.identity[reduce.value_index]
+        combiner = reduce.combiner
         init = self._guarded(
-            ProducerStore(buf, store_index, identity), self._guards(stage, include_reduce=False)
+            seq(*(ProducerStore(buf, store_index, identity)
+                  for buf, identity in zip(outputs, combiner.identity))),
+            self._guards(stage, include_reduce=False),
         )
         init_leaves = [iv for iv in leaves[split_at:] if iv not in reduce_leaves]
         init_nest = self._wrap_loops(stage, init_leaves, init, attach=False)
-        source = self._rewrite_reads(substitute(reduce.source[reduce.value_index], values))
-        current = ProducerLoad(buf, store_index, buf.dtype)
-        combined = substitute(
-            reduce.combiner.result[reduce.value_index],
-            {reduce.combiner.lhs[0]: current, reduce.combiner.rhs[0]: source},
-        )
-        update: Stmt = ProducerStore(buf, store_index, combined)
+        mapping: dict[Var, Expr] = {}
+        for buf, lhs, rhs, source in zip(outputs, combiner.lhs, combiner.rhs, reduce.source):
+            mapping[lhs] = ProducerLoad(buf, store_index, buf.dtype)
+            mapping[rhs] = self._rewrite_reads(substitute(source, values))
+        combined = [substitute(result, mapping) for result in combiner.result]
+        update = _update(outputs, store_index, combined)
         condition = simplify(self._rewrite_reads(substitute(reduce.condition, values)))
         if not (isinstance(condition, Const) and condition.value):
             # A condition on indices alone (like the bound that rfactor adds for a split that
@@ -363,6 +388,30 @@ class LoopNestBuilder:
                     if v not in shape_vars:
                         shape_vars.append(v)
         return PrimFunc(self.name, tuple(params), tuple(shape_vars), body)
+
+
+def _update(outputs: Sequence[Buffer], index: tuple[Expr, ...], combined: Sequence[Expr]) -> Stmt:
+    """Store the combined values of a reduction. With several outputs every value is computed
+    (bound by a let) before any is stored, since each may read all the old ones."""
+    if len(outputs) == 1:
+        return ProducerStore(outputs[0], index, combined[0])
+    temps = [Var(f"{buf.name}.next", buf.dtype) for buf in outputs]
+    stmt: Stmt = seq(*(ProducerStore(buf, index, t) for buf, t in zip(outputs, temps)))
+    for temp, value in reversed(list(zip(temps, combined))):
+        stmt = LetStmt(temp, value, stmt)
+    return stmt
+
+
+def _check_unroll(stage: Stage, iv: IterVar, extent: Expr) -> None:
+    copies = upper_bound(extent, {})
+    if copies is None:
+        raise ScheduleError(f"unroll: axis {iv.name} of stage {stage.name} has extent {extent}, "
+                            "which has no constant upper bound; split it by a constant and "
+                            "unroll the inner loop")
+    if copies > MAX_UNROLL_COPIES:
+        raise ScheduleError(f"unroll: axis {iv.name} of stage {stage.name} has {copies} "
+                            f"iterations, more than {MAX_UNROLL_COPIES} copies of its body; "
+                            "split it and unroll a part")
 
 
 def _mentions_reduce(stage: Stage, cond: Expr) -> bool:

@@ -27,7 +27,8 @@ class _StmtSimplifier(Mutator):
         lo, extent = self.expr.visit(node.min), self.expr.visit(node.extent)
         if isinstance(extent, Const) and int(extent.value) <= 0:
             return NOP
-        if isinstance(extent, Const) and int(extent.value) == 1:
+        if isinstance(extent, Const) and int(extent.value) == 1 and not node.annotations:
+            # A loop that carries pragmas stays, since they apply to the loops inside it.
             return self.visit(substitute(node.body, {node.var: lo}))
         saved = self.expr.ranges.get(node.var)
         lo_b = self.expr.bounds(lo)

@@ -1,4 +1,4 @@
-"""Vectorization: a VECTORIZED loop of constant extent L becomes straight-line code on L lanes.
+"""Vectorization: a VECTORIZED loop becomes straight-line code on vector lanes.
 
 A lowering pass (PrimFunc -> PrimFunc). The loop variable v becomes `Ramp(min, 1, L)` and vector
 types propagate outwards: scalars next to vectors are broadcast, loads and stores whose index is
@@ -6,19 +6,27 @@ affine in v keep a Ramp index (one vector load/store in the codegen), other vect
 gathers/scatters. An `if` whose condition depends on v and whose body only stores becomes masked
 stores with masked loads under it: the vector tail of a non-dividing split.
 
-Whatever is not provably lane-independent falls back to a SERIAL loop: a non-constant extent, more
-than 64 lanes, an Allocate inside, a store whose index does not depend on v but whose value does
-(a reduction into one location), or a buffer that is read at a different index than it is written.
+A loop of constant extent up to 64 becomes one vector of that many lanes. A longer or symbolic
+extent runs as a serial loop over vectors of 64 lanes (LLVM splits each into native registers)
+followed by the rest: a shorter vector when the extent is constant, else one 64-lane vector under
+a lane mask.
+
+A loop body that is not lane-independent cannot be vectorized and raises `ScheduleError`: an
+Allocate inside, a store whose index does not depend on v but whose value does (a reduction into
+one location), or a buffer that is read at a different index than it is written.
 """
 
 from __future__ import annotations
 
+from ..arith import INF, const_bounds, simplify, upper_bound
+from ..dtype import BOOL
 from ..expr import (
     Binary,
     BinaryOp,
     Call,
     Cast,
     Compare,
+    CompareOp,
     Const,
     Expr,
     Not,
@@ -40,8 +48,10 @@ from ..ir import (
     Ramp,
     Seq,
     Stmt,
+    seq,
 )
-from ..visitor import Mutator, post_order_visit, structural_equal, uses_var
+from ..schedule import ScheduleError
+from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
 
 MAX_LANES = 64
 
@@ -84,12 +94,18 @@ def _and(a: Expr | None, b: Expr) -> Expr:
 class _Vectorizer:
     """Rewrites one loop body with the loop variable replaced by a Ramp of `lanes` lanes."""
 
-    def __init__(self, var: Var, start: Expr, lanes: int) -> None:
+    def __init__(self, var: Var, start: Expr, lanes: int, active: Expr | None = None) -> None:
+        """`active`, if given, is how many of the lanes exist (a scalar): the others are masked."""
         self.lanes = lanes
-        self.map: dict[Var, Expr] = {
-            var: Ramp(start, Const(1, var.dtype), lanes, var.dtype.with_lanes(lanes))
-        }
+        vector_t = var.dtype.with_lanes(lanes)
+        self.map: dict[Var, Expr] = {var: Ramp(start, Const(1, var.dtype), lanes, vector_t)}
         self.mask: Expr | None = None
+        first = int(start.value) if isinstance(start, Const) else None
+        self.ranges = {var: (first, first + lanes - 1)} if first is not None else {}
+        if active is not None:
+            lane = Ramp(Const(0, var.dtype), Const(1, var.dtype), lanes, vector_t)
+            self.mask = Compare(CompareOp.LT, lane, _broadcast(active, lanes),
+                                BOOL.with_lanes(lanes))
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> Expr:
@@ -209,9 +225,7 @@ class _Vectorizer:
         if isinstance(s, BufferStore):
             return self._store(s)
         if isinstance(s, For):
-            if uses_var(s.min, set(self.map)) or uses_var(s.extent, set(self.map)):
-                raise _CannotVectorize("an inner loop's bounds depend on the vectorized variable")
-            return For(s.var, s.min, s.extent, s.kind, self.stmt(s.body), s.annotations)
+            return self._inner_loop(s)
         if isinstance(s, IfThenElse):
             return self._if(s)
         if isinstance(s, LetStmt):
@@ -224,6 +238,23 @@ class _Vectorizer:
         if isinstance(s, Evaluate):
             return s
         raise _CannotVectorize(f"{type(s).__name__} inside a vectorized loop")
+
+    def _inner_loop(self, s: For) -> Stmt:
+        """A loop inside the vector loop stays a loop. Where its range differs between lanes
+        (guards of non-dividing splits), it runs over the union of the lanes' ranges and masks
+        each lane outside its own."""
+        if uses_var(s.min, set(self.map)) or uses_var(s.extent, set(self.map)):
+            end = Binary(BinaryOp.ADD, s.min, s.extent, s.extent.dtype)
+            lo, hi = const_bounds(simplify(s.min), self.ranges)[0], upper_bound(end, self.ranges)
+            if hi is None or lo == -INF:
+                raise _CannotVectorize(f"the range of the inner loop {s.var.name} differs by "
+                                       "lane and has no constant bounds")
+            inside = Binary(BinaryOp.AND, Compare(CompareOp.GE, s.var, s.min, BOOL),
+                            Compare(CompareOp.LT, s.var, end, BOOL), BOOL)
+            t = s.extent.dtype
+            s = For(s.var, Const(int(lo), t), Const(max(hi - int(lo), 0), t), s.kind,
+                    IfThenElse(inside, s.body, None, True), s.annotations)
+        return For(s.var, s.min, s.extent, s.kind, self.stmt(s.body), s.annotations)
 
     def _store(self, s: BufferStore) -> Stmt:
         index = self.expr(s.index)
@@ -258,57 +289,92 @@ class _Vectorizer:
         return then_case if else_case is None else Seq((then_case, else_case))
 
 
-def _reads_match_writes(body: Stmt) -> bool:
-    """Whether every buffer written in `body` is read only at exactly the written indices, so
-    that no lane reads what another lane writes."""
+def _lane_hazard(body: Stmt) -> str | None:
+    """Why the lanes of `body` would not be independent (None when they are), found in one walk:
+    a loop inside that is vectorized too, an allocation, or a buffer written in `body` and read
+    at an index other than the written ones (a lane would read another lane's write)."""
     stores: dict[object, list[Expr]] = {}
     loads: list[BufferLoad] = []
-
-    def visit(node: object) -> None:
+    for node in nodes_below(body):
         if isinstance(node, BufferStore):
             stores.setdefault(node.buffer.data, []).append(node.index)
         elif isinstance(node, BufferLoad):
             loads.append(node)
-
-    post_order_visit(body, visit)
+        elif isinstance(node, (Ramp, Broadcast)):
+            return "a loop inside it is vectorized too; vectorize one loop of a nest (or fuse them)"
+        elif isinstance(node, Allocate):
+            return "a stage is computed inside it (it allocates a buffer); compute it further out"
     for load in loads:
         written = stores.get(load.buffer.data)
         if written is not None and not any(structural_equal(load.index, w) for w in written):
-            return False
-    return True
+            return (f"{load.buffer.name} is read at {load.index} but written at "
+                    f"{', '.join(map(str, written))}, so a lane would read another lane's write")
+    return None
 
 
-def _has_allocate(body: Stmt) -> bool:
-    found: list[bool] = []
-    post_order_visit(body, lambda n: found.append(True) if isinstance(n, Allocate) else None)
-    return bool(found)
+def _fold_int(op: BinaryOp, a: Expr, b: int) -> Expr:
+    return _fold(op, a, Const(b, a.dtype))
+
+
+def _vectorize_loop(node: For) -> Stmt:
+    """`node` as vector code: one vector of its constant extent up to MAX_LANES, else MAX_LANES
+    wide chunks and a rest (constant extent) or a masked last chunk (symbolic extent)."""
+    extent, var, start = node.extent, node.var, node.min
+    if isinstance(extent, Const):
+        lanes = int(extent.value)
+        if lanes <= 1:
+            return substitute(node.body, {var: start}) if lanes == 1 else seq()
+        if lanes <= MAX_LANES:
+            return _Vectorizer(var, start, lanes).stmt(node.body)
+    chunk = Var(f"{var.name}.chunk", var.dtype)
+    chunks = _fold_int(BinaryOp.FLOORDIV, extent, MAX_LANES) if not isinstance(extent, Const) \
+        else Const(int(extent.value) // MAX_LANES, extent.dtype)
+    chunk_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunk, MAX_LANES))
+    main = For(chunk, Const(0, var.dtype), chunks, ForKind.SERIAL,
+               _Vectorizer(var, chunk_start, MAX_LANES).stmt(node.body), node.annotations)
+    rest_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunks, MAX_LANES))
+    if isinstance(extent, Const):
+        rest = int(extent.value) % MAX_LANES
+        tail = For(var, rest_start, Const(rest, extent.dtype), ForKind.VECTORIZED, node.body)
+        return seq(main, _vectorize_loop(tail))
+    rest_expr = _fold_int(BinaryOp.FLOORMOD, extent, MAX_LANES)
+    masked = _Vectorizer(var, rest_start, MAX_LANES, active=rest_expr).stmt(node.body)
+    has_rest = Compare(CompareOp.GT, rest_expr, Const(0, rest_expr.dtype), BOOL)
+    return seq(main, IfThenElse(has_rest, masked, None, True))
 
 
 class _LoopVectorizer(Mutator):
     def visit_For(self, node: For) -> Stmt:
-        node = self.generic_visit(node)  # inner loops first
+        body = self.visit(node.body)  # inner loops first
         if node.kind is not ForKind.VECTORIZED:
-            return node
-        lanes = int(node.extent.value) if isinstance(node.extent, Const) else 0
-        if (
-            1 < lanes <= MAX_LANES
-            and not _has_allocate(node.body)
-            and _reads_match_writes(node.body)
-        ):
+            if body is node.body:
+                return node
+            return For(node.var, node.min, node.extent, node.kind, body, node.annotations)
+        node = For(node.var, node.min, node.extent, node.kind, body, node.annotations)
+        why = _lane_hazard(node.body)
+        if why is None:
             try:
-                return _Vectorizer(node.var, node.min, lanes).stmt(node.body)
-            except _CannotVectorize:
-                pass
-        return For(node.var, node.min, node.extent, ForKind.SERIAL, node.body, node.annotations)
+                return _vectorize_loop(node)
+            except _CannotVectorize as exc:
+                why = str(exc)
+        raise ScheduleError(f"vectorize: loop {node.var.name} cannot run as vector lanes: {why}")
+
+    def _leaf(self, node: Stmt) -> Stmt:
+        return node  # statements without statements inside hold no loop
+
+    visit_BufferStore = visit_Evaluate = _leaf
 
 
 def vectorize_loops(func: PrimFunc) -> PrimFunc:
-    """Turn VECTORIZED loops into vector code (or SERIAL loops where that is not safe).
+    """Turn VECTORIZED loops into vector code.
 
     Args:
         func: a lowered function whose buffers are flat.
 
     Returns:
         The function with no VECTORIZED loop left.
+
+    Raises:
+        ScheduleError: a vectorized loop whose lanes are not independent.
     """
     return func.with_body(_LoopVectorizer().visit(func.body))

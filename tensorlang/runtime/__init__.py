@@ -9,9 +9,8 @@ from ..codegen import codegen
 from ..codegen.target import Target, as_target
 from ..ir import PrimFunc
 from .args import Signature
-from .export import load_module
 from .jit import compile_ir, emit_object, link_object
-from .module import BenchmarkResult, Module
+from .module import BenchmarkResult, Module, load_module
 from .threadpool import get_num_threads, set_num_threads
 
 

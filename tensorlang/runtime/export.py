@@ -1,8 +1,9 @@
-"""Shared libraries: `export_library` writes one, `load_module` loads it back as a Module.
+"""Shared libraries: `export_library` writes one, `open_library` loads its symbols back.
 
 The library is the LLVM object of the kernel linked with the runtime's C source by the system C
 compiler, so it needs nothing from Python. Next to it go a C header (`.h`) and the kernel's
-Signature as JSON (`.json`), from which `load_module` rebuilds the argument checks.
+Signature as JSON (`.json`), from which `load_module` (runtime/module.py, one layer up) rebuilds
+the argument checks.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..codegen.intrinsics import LIBM_SYMBOLS, uses_vector_libm
 from ..codegen.target import Target
 from .args import Signature
 from .jit import parse_and_optimize
-from .module import Module
 from .threadpool import EXPORTED, SOURCE_PATH
 
 RESERVED_NAMES = (
@@ -141,8 +142,19 @@ def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
     _sidecar(path, ".json").write_text(json.dumps(meta, indent=1))
 
 
-def load_module(path: str | Path) -> Module:
-    """Load a library written by `Module.export_library` as a Module with argument checks.
+@dataclass(frozen=True)
+class OpenLibrary:
+    """An exported kernel loaded with ctypes: what a Module needs to call it."""
+
+    signature: Signature
+    target: Target
+    address: int
+    packed_address: int
+    library: ctypes.CDLL
+
+
+def open_library(path: str | Path) -> OpenLibrary:
+    """Load a library written by `export_library` and find its kernel's entry points.
 
     Raises:
         FileNotFoundError: the library or its `.json` signature is missing.
@@ -158,10 +170,5 @@ def load_module(path: str | Path) -> Module:
     def address(symbol: str) -> int:
         return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
 
-    return Module(
-        sig,
-        Target(meta.get("target", "llvm")),
-        address(sig.name),
-        address(f"{sig.name}_packed"),
-        keepalive=lib,
-    )
+    return OpenLibrary(sig, Target(meta.get("target", "llvm")), address(sig.name),
+                       address(f"{sig.name}_packed"), lib)

@@ -17,6 +17,7 @@ from typing import Any
 from ..codegen.target import Target
 from ..ir import PrimFunc
 from .args import ArgChecker, Signature
+from .export import export_library, open_library
 from .threadpool import native
 
 
@@ -171,8 +172,16 @@ class Module:
         `tl_set_num_threads`; `tensorlang.runtime.load_module(path)` loads it back with argument
         checks.
         """
-        from .export import export_library
-
         if self._export_ll is None:
             raise ValueError(f"module {self.name} was loaded from a library; export the original")
         export_library(self._export_ll(), self.signature, self.target, Path(path))
+
+
+def load_module(path: str | Path) -> Module:
+    """Load a library written by `Module.export_library` as a Module with argument checks.
+
+    Raises:
+        FileNotFoundError: the library or its `.json` signature is missing.
+    """
+    lib = open_library(path)
+    return Module(lib.signature, lib.target, lib.address, lib.packed_address, keepalive=lib.library)

@@ -5,6 +5,7 @@ the stages carry tags ("elemwise", "broadcast", "injective", "conv2d_nchw", ...)
 schedules in `topi.x86` recognise them.
 """
 
+from .argreduce import argmax, argmin
 from .conv2d import (
     conv2d_nchw,
     conv2d_nhwc,
@@ -44,3 +45,4 @@ __all__ = [
     "multiply", "pad", "pool2d", "relu", "reshape", "softmax", "subtract", "transpose",
     "window_geometry",
 ]
+__all__ += ["argmax", "argmin"]

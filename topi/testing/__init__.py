@@ -3,6 +3,7 @@
 They favour obvious correctness over speed (float64 accumulation, direct loops over windows).
 """
 
+from .argreduce import argmax_python, argmin_python
 from .conv2d import (
     conv2d_nchw_python,
     conv2d_nhwc_python,
@@ -46,3 +47,4 @@ __all__ = [
     "matmul_python", "max_pool2d_python", "multiply_python", "pad_python", "pool2d_python",
     "relu_python", "reshape_python", "softmax_python", "subtract_python", "transpose_python",
 ]
+__all__ += ["argmax_python", "argmin_python"]

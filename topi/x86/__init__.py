@@ -6,6 +6,7 @@ Schedules of tunable ops take the best config of the active `autotune.apply_hist
 context for their workload, and an explicit fallback config otherwise.
 """
 
+from .argreduce import schedule_argmax, schedule_argmin, schedule_argreduce
 from .common import VECTOR_WIDTH, generic_schedule
 from .conv2d import schedule_conv2d_nchw
 from .conv2d_nhwc import schedule_conv2d_nhwc
@@ -57,3 +58,4 @@ __all__ = [
     "schedule_reduce", "schedule_relu", "schedule_reshape", "schedule_softmax",
     "schedule_subtract", "schedule_transpose",
 ]
+__all__ += ["schedule_argmax", "schedule_argmin", "schedule_argreduce"]

@@ -96,8 +96,9 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     gj_outer, gj_lanes = g.split(gj, factor=PACK_WIDTH)
     g.reorder(*g_batch, k_outer, k_inner, gi, gj_outer, gj_lanes)
     g.vectorize(gj_lanes)
-    g.unroll(gj_outer)
-    g.unroll(gi)
+    for block in (gj_outer, gi):
+        if static_extent(block) is not None:  # symbolic M or N leave these unbounded
+            g.unroll(block)
     g.unroll(k_inner)
 
 
