@@ -1,0 +1,13 @@
+"""topi.graph: whole models as graphs of topi ops (shared/API.md, "Models").
+
+frontends (`from_onnx`, `from_torch`) or a hand-built `Graph` -> passes (each Graph -> Graph,
+printable) -> `extract_tasks` / `tune` -> `build` -> a `Module` called with numpy inputs by name.
+The op registry (`ops.register_op`) is where every graph op meets its topi compute and schedule.
+"""
+
+from .graph import Graph, Node, NodeKind
+from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
+
+__all__ = [
+    "Graph", "Node", "NodeKind", "OpDef", "OpPattern", "get_op", "register_op", "registered_ops",
+]
