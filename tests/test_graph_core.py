@@ -68,7 +68,8 @@ def test_print_lists_ops_with_shapes() -> None:
     g.output(g.relu(g.conv2d(x, w, padding=1), name="act"))
     text = str(g)
     assert text.splitlines()[0] == "graph(%data: float32[1, 4, 8, 8]) -> (%act) {"
-    assert "%conv2d = conv2d{stride=1, padding=1, dilation=1}(%data, %w) : float32[1, 8, 8, 8]" in text
+    conv = "%conv2d = conv2d{stride=1, padding=1, dilation=1}(%data, %w) : float32[1, 8, 8, 8]"
+    assert conv in text
     assert "%act = relu(%conv2d) : float32[1, 8, 8, 8]" in text
     assert repr(g) == "<topi.graph.Graph 1 inputs, 1 constants, 2 ops, 1 outputs>"
 

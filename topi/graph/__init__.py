@@ -5,9 +5,15 @@ printable) -> `extract_tasks` / `tune` -> `build` -> a `Module` called with nump
 The op registry (`ops.register_op`) is where every graph op meets its topi compute and schedule.
 """
 
+from . import passes
+from .build import build
+from .export import LoadedModule, load_module
 from .graph import Graph, Node, NodeKind
+from .module import Module
 from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
+from .passes import optimize
 
 __all__ = [
-    "Graph", "Node", "NodeKind", "OpDef", "OpPattern", "get_op", "register_op", "registered_ops",
+    "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "build",
+    "get_op", "load_module", "optimize", "passes", "register_op", "registered_ops",
 ]

@@ -121,7 +121,8 @@ def _format_attr(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, tuple):
-        return "(" + ", ".join(_format_attr(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        items = ", ".join(_format_attr(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
     return repr(value)
 
 
@@ -218,7 +219,7 @@ class Graph:
 
     def constant(self, array: Any, name: str | None = None) -> Node:
         """A constant holding (a read-only copy of) `array`."""
-        value = np.array(array)
+        value = np.array(array, order="C")  # kernels read constants in place
         where = f"Graph.constant {name or ''}".rstrip()
         dtype = _check_dtype(value.dtype, where)
         value.setflags(write=False)

@@ -13,6 +13,7 @@ the "Registrations" section at the end of this file):
         lambda x, axis=None, keepdims=False: topi.nn.sum(x, axis, keepdims),
         topi.x86.schedule_reduce,                        # schedule(outs) -> tl.Schedule
         OpPattern.REDUCTION,                             # how it fuses (see OpPattern)
+        reference=lambda x, axis=None, keepdims=False: np.sum(x, axis, keepdims=keepdims),
     )
 
 The compute takes the input tensors positionally (all of them as `*xs` for a variadic op such as
@@ -20,6 +21,8 @@ concatenate) and the node's attrs as keyword arguments. Attrs are plain values (
 strings, bools, None and tuples of them); lists are turned into tuples. A tunable op also passes
 `tasks={"<stage tag>": "<template name>"}`: the stage of its compute with that tag records its
 tuning-task arguments in `attrs["workload"]` (as the topi convolutions and GEMMs do).
+`reference` (optional, but give one) is the numpy version with the compute's signature; the graph
+tests run whole graphs through it (`topi.graph.reference.run_reference`).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 import tensorlang as tl
 from tensorlang.arith import const_value
 
-from .. import nn, x86
+from .. import nn, testing, x86
 
 
 class OpPattern(enum.IntEnum):
@@ -71,6 +76,8 @@ class OpDef:
         pattern: how the op fuses.
         tasks: stage tag -> autotune template name, for tunable ops.
         variadic: takes any number (at least one) of inputs, e.g. concatenate.
+        reference: the numpy reference with the compute's signature (arrays for tensors), used
+            by `topi.graph.reference` to check whole graphs; None when there is none.
     """
 
     name: str
@@ -79,6 +86,7 @@ class OpDef:
     pattern: OpPattern
     tasks: Mapping[str, str] = field(default_factory=dict)
     variadic: bool = False
+    reference: Callable[..., np.ndarray] | None = None
 
     @property
     def tunable(self) -> bool:
@@ -95,6 +103,7 @@ def register_op(
     pattern: OpPattern,
     tasks: Mapping[str, str] | None = None,
     variadic: bool = False,
+    reference: Callable[..., np.ndarray] | None = None,
 ) -> OpDef:
     """Register the graph op `name` (see the module docstring).
 
@@ -110,7 +119,7 @@ def register_op(
         raise TypeError(f"register_op {name!r}: compute and schedule must be callable")
     if not isinstance(pattern, OpPattern):
         raise TypeError(f"register_op {name!r}: pattern must be an OpPattern, got {pattern!r}")
-    op = OpDef(name, compute, schedule, pattern, dict(tasks or {}), variadic)
+    op = OpDef(name, compute, schedule, pattern, dict(tasks or {}), variadic, reference)
     _REGISTRY[name] = op
     return op
 
@@ -177,7 +186,8 @@ def call_compute(op: OpDef, tensors: Sequence[tl.Tensor], attrs: Mapping[str, An
     """Run `op`'s compute on `tensors`; a result that is not one tensor is an error."""
     out = op.compute(*tensors, **attrs)
     if not isinstance(out, tl.Tensor):
-        raise TypeError(f"graph op {op.name!r}: compute returned {type(out).__name__}, not a Tensor")
+        raise TypeError(
+            f"graph op {op.name!r}: compute returned {type(out).__name__}, not a Tensor")
     return out
 
 
@@ -208,72 +218,110 @@ def find_workload(out: tl.Tensor, tasks: Mapping[str, str]) -> tuple[str, tuple]
 
 
 # -- Registrations ---------------------------------------------------------------------------------
+# Each adapter names the op's attrs (with defaults) once and serves the topi compute and the numpy
+# reference alike, since topi.testing follows topi.nn's argument order.
 
 P = OpPattern
 _INJ = x86.schedule_injective
 _RED = x86.schedule_reduce
+T = testing
 
 
-def _conv2d(data, kernel, stride=1, padding=0, dilation=1):
-    return nn.conv2d_nchw(data, kernel, stride, padding, dilation)
+def _conv(fn: Callable) -> Callable:
+    return lambda data, kernel, stride=1, padding=0, dilation=1: fn(data, kernel, stride,
+                                                                    padding, dilation)
 
 
-def _depthwise_conv2d(data, kernel, stride=1, padding=0, dilation=1):
-    return nn.depthwise_conv2d_nchw(data, kernel, stride, padding, dilation)
+def _group_conv(fn: Callable) -> Callable:
+    return lambda data, kernel, stride=1, padding=0, dilation=1, groups=1: fn(
+        data, kernel, stride, padding, dilation, groups)
 
 
-def _group_conv2d(data, kernel, stride=1, padding=0, dilation=1, groups=1):
-    return nn.group_conv2d_nchw(data, kernel, stride, padding, dilation, groups)
+def _binary(fn: Callable) -> Callable:
+    return lambda a, b: fn(a, b)
 
 
-def _conv2d_nhwc(data, kernel, stride=1, padding=0, dilation=1):
-    return nn.conv2d_nhwc(data, kernel, stride, padding, dilation)
+def _matmul(fn: Callable) -> Callable:
+    return lambda a, b, transpose_a=False, transpose_b=False: fn(a, b, transpose_a, transpose_b)
 
 
-register_op("conv2d", _conv2d, x86.schedule_conv2d_nchw, P.OUT_FUSABLE,
-            tasks={"conv2d_nchw": "conv2d_nchw.x86"})
-register_op("depthwise_conv2d", _depthwise_conv2d, x86.schedule_depthwise_conv2d_nchw,
-            P.OUT_FUSABLE, tasks={"depthwise_conv2d_nchw": "depthwise_conv2d_nchw.x86"})
-register_op("group_conv2d", _group_conv2d, x86.schedule_group_conv2d_nchw, P.OUT_FUSABLE)
-register_op("conv2d_nhwc", _conv2d_nhwc, x86.schedule_conv2d_nhwc, P.OUT_FUSABLE,
-            tasks={"conv2d_nhwc": "conv2d_nhwc.x86"})
-register_op("dense", lambda data, weight: nn.dense(data, weight), x86.schedule_dense,
-            P.OUT_FUSABLE, tasks={"dense": "dense.x86"})
-_GEMM_TASKS = {"matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
-register_op("matmul", lambda a, b, transpose_a=False, transpose_b=False:
-            nn.matmul(a, b, transpose_a, transpose_b),
-            x86.schedule_matmul, P.OUT_FUSABLE, tasks=_GEMM_TASKS)
-register_op("batch_matmul", lambda x, y: nn.batch_matmul(x, y), x86.schedule_batch_matmul,
-            P.OUT_FUSABLE, tasks={"batch_matmul": "batch_matmul.x86"})
+def _axis(fn: Callable, default: int) -> Callable:
+    return lambda x, axis=default: fn(x, axis)
 
-register_op("add", nn.add, _INJ, P.BROADCAST)
-register_op("subtract", nn.subtract, _INJ, P.BROADCAST)
-register_op("multiply", nn.multiply, _INJ, P.BROADCAST)
-register_op("divide", nn.divide, _INJ, P.BROADCAST)
-register_op("relu", nn.relu, _INJ, P.ELEMWISE)
-register_op("leaky_relu", lambda x, alpha=0.01: nn.leaky_relu(x, alpha), _INJ, P.ELEMWISE)
-register_op("gelu", nn.gelu, _INJ, P.ELEMWISE)
+
+def _layer_norm(fn: Callable) -> Callable:
+    return lambda x, gamma, beta, axis=-1, epsilon=1e-5: fn(x, gamma, beta, axis, epsilon)
+
+
+def _batch_norm(fn: Callable) -> Callable:
+    return lambda data, gamma, beta, mean, var, epsilon=1e-5, axis=1: fn(
+        data, gamma, beta, mean, var, epsilon, axis)
+
+
+def _max_pool(fn: Callable) -> Callable:
+    return lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False: fn(
+        data, kernel, stride, padding, dilation, ceil_mode)
+
+
+def _avg_pool(fn: Callable) -> Callable:
+    return lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False, \
+        count_include_pad=True: fn(data, kernel, stride, padding, dilation, ceil_mode,
+                                   count_include_pad=count_include_pad)
+
+
+def _pad(fn: Callable) -> Callable:
+    return lambda data, pad_before, pad_after=None, pad_value=0.0: fn(data, pad_before,
+                                                                      pad_after, pad_value)
+
+
+register_op("conv2d", _conv(nn.conv2d_nchw), x86.schedule_conv2d_nchw, P.OUT_FUSABLE,
+            tasks={"conv2d_nchw": "conv2d_nchw.x86"}, reference=_conv(T.conv2d_nchw_python))
+register_op("depthwise_conv2d", _conv(nn.depthwise_conv2d_nchw),
+            x86.schedule_depthwise_conv2d_nchw, P.OUT_FUSABLE,
+            tasks={"depthwise_conv2d_nchw": "depthwise_conv2d_nchw.x86"},
+            reference=_conv(T.depthwise_conv2d_nchw_python))
+register_op("group_conv2d", _group_conv(nn.group_conv2d_nchw), x86.schedule_group_conv2d_nchw,
+            P.OUT_FUSABLE, reference=_group_conv(T.group_conv2d_nchw_python))
+register_op("conv2d_nhwc", _conv(nn.conv2d_nhwc), x86.schedule_conv2d_nhwc, P.OUT_FUSABLE,
+            tasks={"conv2d_nhwc": "conv2d_nhwc.x86"}, reference=_conv(T.conv2d_nhwc_python))
+register_op("dense", _binary(nn.dense), x86.schedule_dense, P.OUT_FUSABLE,
+            tasks={"dense": "dense.x86"}, reference=_binary(T.dense_python))
+register_op("matmul", _matmul(nn.matmul), x86.schedule_matmul, P.OUT_FUSABLE,
+            tasks={"matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"},
+            reference=_matmul(T.matmul_python))
+register_op("batch_matmul", _binary(nn.batch_matmul), x86.schedule_batch_matmul, P.OUT_FUSABLE,
+            tasks={"batch_matmul": "batch_matmul.x86"}, reference=_binary(T.batch_matmul_python))
+
+for _name in ("add", "subtract", "multiply", "divide"):
+    register_op(_name, getattr(nn, _name), _INJ, P.BROADCAST,
+                reference=getattr(T, f"{_name}_python"))
+register_op("relu", nn.relu, _INJ, P.ELEMWISE, reference=T.relu_python)
+register_op("leaky_relu", lambda x, alpha=0.01: nn.leaky_relu(x, alpha), _INJ, P.ELEMWISE,
+            reference=lambda x, alpha=0.01: T.leaky_relu_python(x, alpha))
+register_op("gelu", nn.gelu, _INJ, P.ELEMWISE, reference=T.gelu_python)
 register_op("bias_add", lambda data, bias, axis=1: nn.bias_add(data, bias, axis), _INJ,
-            P.BROADCAST)
-register_op("batch_norm", lambda data, gamma, beta, mean, var, epsilon=1e-5, axis=1:
-            nn.batch_norm_inference(data, gamma, beta, mean, var, epsilon, axis),
-            _INJ, P.BROADCAST)
+            P.BROADCAST, reference=lambda data, bias, axis=1: T.bias_add_python(data, bias, axis))
+register_op("batch_norm", _batch_norm(nn.batch_norm_inference), _INJ, P.BROADCAST,
+            reference=_batch_norm(T.batch_norm_inference_python))
 
-register_op("softmax", lambda x, axis=-1: nn.softmax(x, axis), _RED, P.REDUCTION)
-register_op("log_softmax", lambda x, axis=-1: nn.log_softmax(x, axis), _RED, P.REDUCTION)
-register_op("layer_norm", lambda x, gamma, beta, axis=-1, epsilon=1e-5:
-            nn.layer_norm(x, gamma, beta, axis, epsilon), _RED, P.REDUCTION)
-register_op("max_pool2d", lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False:
-            nn.max_pool2d(data, kernel, stride, padding, dilation, ceil_mode), _RED, P.REDUCTION)
-register_op("avg_pool2d", lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False,
-            count_include_pad=True: nn.avg_pool2d(data, kernel, stride, padding, dilation,
-                                                  ceil_mode, count_include_pad=count_include_pad),
-            _RED, P.REDUCTION)
-register_op("global_avg_pool2d", nn.global_avg_pool2d, _RED, P.REDUCTION)
+register_op("softmax", _axis(nn.softmax, -1), _RED, P.REDUCTION,
+            reference=_axis(T.softmax_python, -1))
+register_op("log_softmax", _axis(nn.log_softmax, -1), _RED, P.REDUCTION,
+            reference=_axis(T.log_softmax_python, -1))
+register_op("layer_norm", _layer_norm(nn.layer_norm), _RED, P.REDUCTION,
+            reference=_layer_norm(T.layer_norm_python))
+register_op("max_pool2d", _max_pool(nn.max_pool2d), _RED, P.REDUCTION,
+            reference=_max_pool(T.max_pool2d_python))
+register_op("avg_pool2d", _avg_pool(nn.avg_pool2d), _RED, P.REDUCTION,
+            reference=_avg_pool(T.avg_pool2d_python))
+register_op("global_avg_pool2d", nn.global_avg_pool2d, _RED, P.REDUCTION,
+            reference=T.global_avg_pool2d_python)
 
-register_op("reshape", lambda data, newshape: nn.reshape(data, newshape), _INJ, P.INJECTIVE)
-register_op("transpose", lambda x, axes=None: nn.transpose(x, axes), _INJ, P.INJECTIVE)
+register_op("reshape", lambda data, newshape: nn.reshape(data, newshape), _INJ, P.INJECTIVE,
+            reference=lambda data, newshape: T.reshape_python(data, newshape))
+register_op("transpose", lambda x, axes=None: nn.transpose(x, axes), _INJ, P.INJECTIVE,
+            reference=lambda x, axes=None: T.transpose_python(x, axes))
 register_op("concatenate", lambda *xs, axis=0: nn.concatenate(list(xs), axis), _INJ,
-            P.INJECTIVE, variadic=True)
-register_op("pad", lambda data, pad_before, pad_after=None, pad_value=0.0:
-            nn.pad(data, pad_before, pad_after, pad_value), _INJ, P.INJECTIVE)
+            P.INJECTIVE, variadic=True,
+            reference=lambda *xs, axis=0: T.concatenate_python(list(xs), axis))
+register_op("pad", _pad(nn.pad), _INJ, P.INJECTIVE, reference=_pad(T.pad_python))

@@ -1,0 +1,211 @@
+"""The executor: a built model as a flat list of kernel calls over preallocated buffers.
+
+`build` hands over, per op node, the compiled kernel and the arrays it reads and writes (graph
+inputs and intermediates are views into one arena laid out by the memory plan; constants and
+pre-packed weights are arrays of their own). A call copies the inputs into their buffers, runs
+the kernels in order through their packed entry points (one native call each, no argument
+checks: the plan guarantees shapes), and returns copies of the outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorlang.runtime import BenchmarkResult
+from tensorlang.runtime.threadpool import native
+
+from .cache import CompiledKernel
+from .graph import Graph, Node, NodeKind
+from .passes import MemoryPlan
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """The name, shape and dtype of a model input or output."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    """The inputs in the model's order, checked against `infos`.
+
+    Raises:
+        TypeError: a missing or unknown input name, a value that is not a numpy array, or the
+            wrong dtype.
+        ValueError: the wrong shape.
+    """
+    expected = {i.name for i in infos}
+    unknown = sorted(set(inputs) - expected)
+    missing = [i.name for i in infos if i.name not in inputs]
+    listing = ", ".join(str(i) for i in infos)
+    if unknown:
+        raise TypeError(f"unknown model input(s) {unknown}; the model takes {listing}")
+    if missing:
+        raise TypeError(f"missing model input(s) {missing}; the model takes {listing}")
+    arrays = []
+    for info in infos:
+        value = inputs[info.name]
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"input {info.name!r} must be a numpy array ({info}), got "
+                            f"{type(value).__name__}")
+        if str(value.dtype) != info.dtype:
+            raise TypeError(f"input {info.name!r} must have dtype {info.dtype}, got {value.dtype}")
+        if value.shape != info.shape:
+            raise ValueError(f"input {info.name!r} must have shape {info.shape}, got {value.shape}")
+        arrays.append(value)
+    return arrays
+
+
+def random_inputs(infos: Sequence[TensorInfo], seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the right shapes and dtypes (normal floats, zero integers) for benchmarking."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in infos:
+        kind = np.dtype(i.dtype).kind
+        value = rng.standard_normal(i.shape) if kind == "f" else np.zeros(i.shape)
+        out[i.name] = value.astype(i.dtype)
+    return out
+
+
+class ModelBase:
+    """Calling and timing a model; subclasses say how the inputs become outputs."""
+
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+
+    def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def __call__(self, **inputs: np.ndarray) -> list[np.ndarray]:
+        """Run the model on numpy inputs given by name; returns the outputs, in order.
+
+        Raises:
+            TypeError, ValueError: see `check_inputs`.
+        """
+        return self._execute(check_inputs(self.inputs, inputs))
+
+    def benchmark(self, repeat: int = 10, number: int | None = None,
+                  min_repeat_ms: float = 50.0,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> BenchmarkResult:
+        """Latency statistics of whole-model runs, in seconds per run.
+
+        Args:
+            repeat: how many timed repeats (each gives one mean).
+            number: runs per repeat (default: enough for `min_repeat_ms`).
+            min_repeat_ms: the shortest repeat when `number` is not given.
+            inputs: by name (default: random inputs).
+        """
+        if repeat < 1 or (number is not None and number < 1):
+            raise ValueError(f"repeat and number must be >= 1, got {repeat} and {number}")
+        arrays = check_inputs(self.inputs, inputs or random_inputs(self.inputs))
+        start = time.perf_counter()
+        self._execute(arrays)  # warm caches and the thread pool
+        once = max(time.perf_counter() - start, 1e-7)
+        if number is None:
+            number = max(1, int(min_repeat_ms / 1e3 / once))
+        results = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                self._execute(arrays)
+            results.append((time.perf_counter() - start) / number)
+        return BenchmarkResult(tuple(results))
+
+
+@dataclass
+class Step:
+    """One kernel call: the node it computes and the arrays it takes (inputs, then output)."""
+
+    name: str
+    kernel: CompiledKernel
+    arrays: list[np.ndarray]
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _output_buffer(node: Node, buffers: dict[str, np.ndarray]) -> np.ndarray:
+    """Where an output is read from: its buffer, or the value of an output that is a constant."""
+    return node.value if node.kind is NodeKind.CONSTANT else buffers[node.name]
+
+
+class Module(ModelBase):
+    """A built model: `m(**inputs)` -> list of numpy outputs.
+
+    Attributes:
+        graph: the optimised graph it runs (one kernel per op node).
+        plan: the memory plan of its arena.
+        steps: the kernel calls, in order.
+        target: the target it was built for.
+    """
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, steps: list[Step], arena: np.ndarray,
+                 buffers: dict[str, np.ndarray], target: Any) -> None:
+        self.graph = graph
+        self.arena = arena
+        self.plan = plan
+        self.steps = steps
+        self.target = target
+        self.inputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.inputs]
+        self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
+        self.input_buffers = [buffers[i.name] for i in self.inputs]
+        self.output_buffers = [_output_buffer(n, buffers) for n in graph.outputs]
+        ffi = native().ffi
+        self._calls = []
+        for step in steps:
+            sig = step.kernel.signature
+            if sig.shape_vars:
+                raise ValueError(f"kernel of {step.name} has symbolic shapes {sig.shape_vars}")
+            argv = ffi.new("int64_t[]", [_address(a) for a in step.arrays] or [0])
+            if sig.checks:  # its status must be looked at: call the checked entry point
+                fn = step.kernel.module(target)
+                self._calls.append((fn, tuple(step.arrays), sig))
+            else:
+                fn = ffi.cast("void (*)(int64_t *)", step.kernel.packed_address)
+                self._calls.append((fn, argv, None))
+
+    @property
+    def kernels(self) -> int:
+        """The number of distinct compiled kernels."""
+        return len({s.kernel.key for s in self.steps})
+
+    def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        for buffer, value in zip(self.input_buffers, arrays):
+            np.copyto(buffer, value)
+        for fn, argv, checked in self._calls:
+            if checked is None:
+                fn(argv)
+            else:
+                fn(*argv)
+        return [b.copy() for b in self.output_buffers]
+
+    def arena_offset(self, array: np.ndarray) -> int | None:
+        """Where `array` lies in the arena, or None for an array of its own (a weight)."""
+        offset = _address(array) - _address(self.arena)
+        return offset if 0 <= offset < max(self.arena.nbytes, 1) else None
+
+    def export_library(self, path: str) -> None:
+        """Write the model as one shared library (kernels, runtime, weights and a C entry point
+        `int tlg_run(void **inputs, void **outputs)`); `topi.graph.load_module(path)` loads it
+        in any process, with no compiler or tuner involved."""
+        from .export import export_model
+
+        export_model(self, path)
+
+    def __str__(self) -> str:
+        ins = ", ".join(str(i) for i in self.inputs)
+        outs = ", ".join(str(o) for o in self.outputs)
+        return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
+                f"{self.kernels} distinct kernels, arena {self.plan.arena_bytes / 2**20:.2f} MiB, "
+                f"target {self.target}")
