@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import llvmlite
 import llvmlite.binding as llvm
 
+from ..codegen.intrinsics import _libmvec
 from ..codegen.target import Target
 from .jit import parse_and_optimize
 from .threadpool import native
@@ -36,6 +37,8 @@ def compile_object(ll: str, target: Target) -> bytes:
 def load_object(obj: bytes, symbol: str, target: Target) -> LoadedObject:
     """Link object code from `compile_object` into this process."""
     native()  # the runtime's symbols must be registered before the object is linked
+    if b"_ZGV" in obj:  # it calls libmvec, which codegen loads only when it emits such a call
+        _libmvec()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     machine = llvm.Target.from_default_triple().create_target_machine(

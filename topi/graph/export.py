@@ -65,7 +65,11 @@ class _Weights:
 
 def driver_source(module: Module, weights: _Weights) -> str:
     """The C entry point `tlg_run` of `module` (constants go into `weights`)."""
-    arena_offset = module.arena_offset
+
+    def ref(array: np.ndarray) -> str:
+        offset = module.arena_offset(array)
+        return f"A + {offset}" if offset is not None else f"(void *)(W + {weights.offset(array)})"
+
     kernels = {}
     calls = []
     for k, step in enumerate(module.steps):
@@ -73,16 +77,11 @@ def driver_source(module: Module, weights: _Weights) -> str:
         ret = "int32_t" if sig.checks else "void"
         kernels[step.kernel.symbol] = (
             f"{ret} {step.kernel.symbol}({', '.join(['void *'] * len(sig.params))});")
-        args = []
-        for a in step.arrays:
-            offset = arena_offset(a)
-            args.append(f"A + {offset}" if offset is not None else
-                        f"(void *)(W + {weights.offset(a)})")
-        call = f"{step.kernel.symbol}({', '.join(args)})"
+        call = f"{step.kernel.symbol}({', '.join(ref(a) for a in step.arrays)})"
         calls.append(f"  if ({call}) return {k + 1};" if sig.checks else f"  {call};")
-    copy_in = [f"  memcpy(A + {arena_offset(b)}, inputs[{k}], {b.nbytes});"
+    copy_in = [f"  memcpy({ref(b)}, inputs[{k}], {b.nbytes});"
                for k, b in enumerate(module.input_buffers)]
-    copy_out = [f"  memcpy(outputs[{k}], A + {arena_offset(b)}, {b.nbytes});"
+    copy_out = [f"  memcpy(outputs[{k}], {ref(b)}, {b.nbytes});"
                 for k, b in enumerate(module.output_buffers)]
     meta = {
         "format": META_FORMAT,

@@ -190,6 +190,23 @@ class Module(ModelBase):
                 fn(*argv)
         return [b.copy() for b in self.output_buffers]
 
+    def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
+        """A table of the mean time of each kernel call over `number` runs, slowest first."""
+        self._execute(check_inputs(self.inputs, inputs or random_inputs(self.inputs)))
+        seconds = [0.0] * len(self._calls)
+        for _ in range(number):
+            for k, (fn, argv, checked) in enumerate(self._calls):
+                start = time.perf_counter()
+                fn(*argv) if checked is not None else fn(argv)
+                seconds[k] += time.perf_counter() - start
+        total = sum(seconds)
+        rows = sorted(zip(seconds, self.steps), key=lambda r: -r[0])
+        lines = [f"{'kernel call':<40} {'ms':>9} {'share':>6}"]
+        for t, step in rows:
+            lines.append(f"{step.name:<40} {t / number * 1e3:>9.3f} {t / total:>6.1%}")
+        lines.append(f"{'total':<40} {total / number * 1e3:>9.3f}")
+        return "\n".join(lines)
+
     def arena_offset(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the arena, or None for an array of its own (a weight)."""
         offset = _address(array) - _address(self.arena)
