@@ -82,6 +82,22 @@ def test_residual_add_relu_and_dense_bias_gelu_fuse(rng: np.random.Generator) ->
     _check_same(g, opt, rng)
 
 
+def test_elementwise_producers_fuse_into_reductions(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x, r = g.input("x", (5, 3, 7)), g.input("r", (5, 3, 7))
+    normed = g.layer_norm(g.add(x, r), g.constant(_w(rng, 7)), g.constant(_w(rng, 7)))
+    probs = g.softmax(g.multiply(g.transpose(normed, (0, 2, 1)), 0.5), axis=1)
+    g.output(g.relu(probs))
+    opt = fuse_ops(g)
+    bodies = [[n.op for n in k.body.ops] for k in opt.ops]
+    assert bodies == [["add", "layer_norm"], ["transpose", "multiply", "softmax", "relu"]]
+    assert [k.attrs["anchor"] for k in opt.ops] == ["layer_norm", "softmax"]
+    _check_same(g, opt, rng)
+    inputs = {"x": _w(rng, 5, 3, 7), "r": _w(rng, 5, 3, 7)}
+    np.testing.assert_allclose(tg.build(g)(**inputs)[0], run_reference(g, inputs)[0],
+                               rtol=1e-4, atol=1e-6)
+
+
 def test_fusion_stops_at_values_read_twice_and_at_outputs(rng: np.random.Generator) -> None:
     g = tg.Graph()
     x = g.input("x", (3, 4))

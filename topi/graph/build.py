@@ -98,10 +98,10 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
             steps.append(Step(node.name, kernel, _arguments(node, spec, weights, buffers)))
     if untuned:
         listing = "\n".join(f"  {name} {list(args)}" for name, args in untuned.values())
+        where = "in the log" if log_file is not None else "(no log given)"
         warnings.warn(
-            f"{len(untuned)} tunable workload(s) have no tuned config in "
-            f"{'the log' if log_file else 'no log'} and use fallback configs (tune them with "
-            f"topi.graph.tune for speed):\n{listing}", stacklevel=2)
+            f"{len(untuned)} tunable workload(s) have no tuned config {where} and use fallback "
+            f"configs (tune them with topi.graph.tune for speed):\n{listing}", stacklevel=2)
     return Module(optimized, plan, steps, arena, buffers, tgt)
 
 

@@ -88,12 +88,12 @@ class KernelSpec:
     packs: list[Pack]
     workload: tuple[str, tuple] | None
     config: str | int | None
-    _inline: list[tl.Tensor] = field(default_factory=list)
+    inline: list[tl.Tensor] = field(default_factory=list)
 
     def schedule(self) -> tl.Schedule:
         """The anchor op's x86 schedule, with the identity reads of pre-packed weights inlined."""
         s = anchor_op(self.node).schedule([self.output])
-        for t in self._inline:
+        for t in self.inline:
             s[t].compute_inline()
         return s
 

@@ -143,6 +143,9 @@ def _output_buffer(node: Node, buffers: dict[str, np.ndarray]) -> np.ndarray:
 class Module(ModelBase):
     """A built model: `m(**inputs)` -> list of numpy outputs.
 
+    Its buffers are allocated once and reused by every call, so one module runs one call at a
+    time (build another for concurrent calls).
+
     Attributes:
         graph: the optimised graph it runs (one kernel per op node).
         plan: the memory plan of its arena.

@@ -1,11 +1,13 @@
 """Operator fusion: elementwise ops join the kernel of the op that produces their input.
 
-A group grows from an anchor along single-consumer edges: a conv, dense or matmul takes its
-elementwise and broadcast tail (bias, batch norm, relu, gelu, a residual add: its output stage
-computes them from the register block, so they cost no extra pass over memory); a reduction
-(pooling, softmax) takes its elementwise tail; elementwise, broadcast and injective ops chain
-with each other (the injective schedule inlines them into one loop nest). Each group of two or
-more ops becomes one "fused" node whose body is a Graph of its ops.
+A group grows along single-consumer edges: a conv, dense or matmul takes its elementwise and
+broadcast tail (bias, batch norm, relu, gelu, a residual add: its output stage computes them from
+the register block, so they cost no extra pass over memory); a reduction (pooling, softmax,
+layer_norm) takes its elementwise tail, and the elementwise ops before it (its schedule inlines
+them into its reads); elementwise, broadcast and injective ops chain with each other (the
+injective schedule inlines them into one loop nest). Each group of two or more ops becomes one
+"fused" node whose body is a Graph of its ops; the group's strongest op (by OpPattern) is its
+anchor, whose schedule the kernel uses.
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ from ..ops import OpPattern
 from .common import copy_node
 
 P = OpPattern
-_TAIL = {
-    P.OUT_FUSABLE: (P.ELEMWISE, P.BROADCAST),
-    P.REDUCTION: (P.ELEMWISE, P.BROADCAST),
-    P.ELEMWISE: (P.ELEMWISE, P.BROADCAST, P.INJECTIVE),
-    P.BROADCAST: (P.ELEMWISE, P.BROADCAST, P.INJECTIVE),
-    P.INJECTIVE: (P.ELEMWISE, P.BROADCAST, P.INJECTIVE),
+_ELEMENTWISE = (P.ELEMWISE, P.BROADCAST)
+#: What may join a group, by the strongest pattern in it so far. A conv, GEMM or reduction takes
+#: an elementwise tail of its own output shape (computed from its output stage); a group of
+#: elementwise and data-movement ops takes more of them, of any shape, or a reduction that reads
+#: them inlined (the residual add before a layer_norm, the scaling before a softmax).
+_JOINS = {
+    P.OUT_FUSABLE: _ELEMENTWISE,
+    P.REDUCTION: _ELEMENTWISE,
+    P.ELEMWISE: (*_ELEMENTWISE, P.INJECTIVE, P.REDUCTION),
+    P.BROADCAST: (*_ELEMENTWISE, P.INJECTIVE, P.REDUCTION),
+    P.INJECTIVE: (*_ELEMENTWISE, P.INJECTIVE, P.REDUCTION),
 }
+_SAME_SHAPE = (P.OUT_FUSABLE, P.REDUCTION)
 
 
 def _groups(g: Graph) -> dict[Node, list[Node]]:
-    """Each op node's group (shared lists), the anchor first and the tail last."""
+    """Each op node's group (shared lists) in graph order: a chain along single readers."""
     users = g.consumers()
     outputs = set(g.outputs)
     group: dict[Node, list[Node]] = {}
@@ -36,11 +44,11 @@ def _groups(g: Graph) -> dict[Node, list[Node]]:
             members = group.get(producer)
             if members is None or members[-1] is not producer:
                 continue
-            anchor = members[0]
+            strongest = max(m.pattern for m in members)
             joins = (
-                node.pattern in _TAIL.get(anchor.pattern, ())
+                node.pattern in _JOINS.get(strongest, ())
                 and len(users[producer]) == 1 and producer not in outputs
-                and (node.shape == producer.shape or anchor.pattern in _TAIL[P.INJECTIVE])
+                and (strongest not in _SAME_SHAPE or node.shape == producer.shape)
             )
             if joins:
                 members.append(node)
