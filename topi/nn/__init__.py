@@ -5,6 +5,7 @@ the stages carry tags ("elemwise", "broadcast", "injective", "conv2d_nchw", ...)
 schedules in `topi.x86` recognise them.
 """
 
+from .adaptive_pool import adaptive_avg_pool2d, adaptive_max_pool2d, adaptive_pool2d
 from .conv2d import (
     conv2d_nchw,
     conv2d_nhwc,
@@ -12,6 +13,7 @@ from .conv2d import (
     group_conv2d_nchw,
     window_geometry,
 )
+from .conv2d_transpose import conv2d_transpose_nchw
 from .dense import batch_matmul, dense, matmul
 from .elemwise import (
     add,
@@ -24,6 +26,25 @@ from .elemwise import (
     relu,
     subtract,
 )
+from .math import (
+    abs,
+    cast,
+    clip,
+    erf,
+    exp,
+    gelu_tanh,
+    hard_sigmoid,
+    hard_swish,
+    log,
+    maximum,
+    minimum,
+    negative,
+    power,
+    reciprocal,
+    sigmoid,
+    sqrt,
+    tanh,
+)
 from .pooling import (
     avg_pool2d,
     global_avg_pool2d,
@@ -32,6 +53,8 @@ from .pooling import (
     max_pool2d,
     pool2d,
 )
+from .reduction import max, mean, min, sum
+from .slicing import split, strided_slice, take
 from .softmax import layer_norm, log_softmax, softmax
 from .transform import concatenate, pad, reshape, transpose
 from .utils import PACK_WIDTH, get_pad_tuple
@@ -43,4 +66,9 @@ __all__ = [
     "group_conv2d_nchw", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
     "multiply", "pad", "pool2d", "relu", "reshape", "softmax", "subtract", "transpose",
     "window_geometry",
+    # reductions, slicing, math, adaptive pooling and the transposed convolution
+    "abs", "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_pool2d", "cast", "clip",
+    "conv2d_transpose_nchw", "erf", "exp", "gelu_tanh", "hard_sigmoid", "hard_swish", "log",
+    "max", "maximum", "mean", "min", "minimum", "negative", "power", "reciprocal", "sigmoid",
+    "split", "sqrt", "strided_slice", "sum", "take", "tanh",
 ]
