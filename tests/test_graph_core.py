@@ -53,6 +53,8 @@ def test_apply_reaches_every_registered_op_and_scalars_become_constants() -> Non
     x = g.input("x", (2, 3), "float32")
     y = g.apply("leaky_relu", x, alpha=0.2)
     assert y.attrs == {"alpha": 0.2}
+    with pytest.raises(TypeError):
+        y.attrs["alpha"] = 0.3  # nodes are immutable
     z = g.multiply(y, 2)
     const = z.inputs[1]
     assert const.kind is tg.NodeKind.CONSTANT and const.dtype == "float32" and const.shape == ()

@@ -25,6 +25,7 @@ import enum
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,10 @@ class Node:
     dtype: str
     value: np.ndarray | None = field(default=None, repr=False)
     body: Graph | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attrs, MappingProxyType):  # read-only, as the node is
+            object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
 
     @property
     def kind(self) -> NodeKind:
@@ -249,7 +254,8 @@ class Graph:
         """Add a node applying the registered op `op_name` to `inputs` with `attrs`.
 
         Numbers and numpy arrays among `inputs` become constants (numbers take the dtype of the
-        first node input). The output shape and dtype come from the op's topi compute.
+        first node input). The output shape and dtype come from the op's topi compute. `name`
+        names the node (default: the op name, made unique); it is not an attr.
 
         Raises:
             ValueError: an unknown op, or the compute rejects the shapes or attrs.
