@@ -18,7 +18,10 @@ setup(
         "xgboost>=1.7,<4",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "onnx>=1.15", "onnxruntime>=1.17",
+                 "torch==2.13.0"],
+        "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "torch": ["torch==2.13.0"],
         "plot": ["matplotlib>=3.6"],
     },
 )

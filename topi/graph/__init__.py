@@ -8,6 +8,7 @@ The op registry (`ops.register_op`) is where every graph op meets its topi compu
 from . import passes
 from .build import build
 from .export import LoadedModule, load_module
+from .frontends import from_onnx, from_torch
 from .graph import Graph, Node, NodeKind
 from .module import Module
 from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
@@ -19,4 +20,5 @@ __all__ = [
     "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
     "build", "extract_tasks", "get_op", "load_module", "optimize", "passes", "register_op",
     "registered_ops", "tune",
+    "from_onnx", "from_torch",
 ]
