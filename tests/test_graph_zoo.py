@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the zoo needs the torch extra")
 pytest.importorskip("onnx", reason="the ONNX models need the onnx extra")
 ort = pytest.importorskip("onnxruntime", reason="the reference runtime is in the onnx extra")
 
-from topi.graph import zoo  # noqa: E402  (needs torch)
+from topi.graph import zoo  # needs torch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 

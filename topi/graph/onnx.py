@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -661,7 +662,7 @@ def _split(im: _Importer, inputs: list, attrs: _Attrs) -> list:
         raise ValueError(f"split sizes {sizes} do not cut {n} elements into {outputs} pieces")
     starts = np.cumsum([0, *sizes])
     return [im.op("strided_slice", x, begin=(int(b),), end=(int(e),), strides=(1,),
-                  axes=(axis,)) for b, e in zip(starts[:-1], starts[1:])]
+                  axes=(axis,)) for b, e in itertools.pairwise(starts)]
 
 
 @_converter("Slice")

@@ -121,7 +121,7 @@ class MobileNetV2(nn.Module):
         super().__init__()
 
         def ch(c: int) -> int:
-            return max(8, int(round(c * width_mult / 8)) * 8)
+            return max(8, round(c * width_mult / 8) * 8)
 
         cin = ch(32)
         layers: list[nn.Module] = [*_conv_bn(3, cin, 3, 2), nn.ReLU6()]
