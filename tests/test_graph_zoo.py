@@ -1,5 +1,5 @@
-"""Every zoo model end to end at a reduced size: imported from ONNX, built
-with fallback configs (and once with a tiny tuning budget), against onnxruntime."""
+"""Every zoo model end to end at a reduced size: imported from ONNX and from PyTorch, built
+with fallback configs (and once with a tiny tuning budget), against onnxruntime and PyTorch."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def test_from_onnx_matches_onnxruntime(model: zoo.ZooModel) -> None:
     (actual,) = module(**inputs)
     assert actual.shape == expected[0].shape
     _check(actual, expected[0])
+
+
+def test_from_torch_matches_pytorch(model: zoo.ZooModel) -> None:
+    inputs = model.inputs(seed=2)
+    g = tg.from_torch(model.module, model.torch_inputs(seed=2))
+    (actual,) = tg.build(g)(**dict(zip([i.name for i in g.inputs], inputs.values())))
+    _check(actual, model.torch_outputs(inputs)[0])
 
 
 def test_zoo_sizes_and_errors() -> None:

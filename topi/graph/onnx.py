@@ -21,15 +21,21 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import import_ops  # noqa: F401  (registers the ops this frontend emits)
-from .graph import Graph, Node
-from .ops import get_op, infer_output
+from .graph import Graph
+from .importer import (
+    GraphWriter,
+    UnsupportedError,
+    Value,
+    dtype_of,
+    node_name,
+    require,
+    shape_of,
+)
 
 try:
     import onnx
@@ -47,13 +53,6 @@ _DTYPES = {
     onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT8: "uint8",
     onnx.TensorProto.BOOL: "bool",
 }
-
-Value = Node | np.ndarray
-
-
-class UnsupportedError(NotImplementedError):
-    """An ONNX op, attribute or attribute value this frontend does not translate."""
-
 
 def from_onnx(model: str | os.PathLike | Any,
               shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -125,18 +124,17 @@ def _converter(*op_types: str) -> Callable[[Converter], Converter]:
     return register
 
 
-class _Importer:
+class _Importer(GraphWriter):
     """The state of one import: the graph, the values by ONNX name, the node being converted."""
 
     def __init__(self, model: Any, shapes: dict[str, Sequence[int]]) -> None:
+        super().__init__()
         self.model = model
         self.shapes = shapes
-        self.graph = Graph()
         self.values: dict[str, Value] = {}
         self.opset = self._opset()
         self.node: Any = None
         self.where = "from_onnx"
-        self._constants: dict[int, tuple[np.ndarray, Node]] = {}
 
     def _opset(self) -> int:
         opsets = {o.domain: o.version for o in self.model.opset_import}
@@ -159,6 +157,7 @@ class _Importer:
                 self._add_input(inp)
         for k, node in enumerate(graph.node):
             self.node = node
+            self.name = node_name(node.output[0] if node.output else node.op_type)
             self.where = f"ONNX node {node.name or f'#{k}'!r} ({node.op_type})"
             try:
                 self._convert(node)
@@ -209,32 +208,6 @@ class _Importer:
 
     # -- helpers for converters --------------------------------------------------------------------
 
-    def _name(self) -> str:
-        base = self.node.output[0] if self.node.output else self.node.op_type
-        return re.sub(r"\W+", "_", base).strip("_") or self.node.op_type.lower()
-
-    def as_node(self, value: Value) -> Node:
-        """A graph node for `value` (a static array becomes a constant)."""
-        if isinstance(value, Node):
-            return value
-        # One constant per array: a weight read by several nodes is stored once.
-        cached = self._constants.get(id(value))
-        if cached is None:
-            cached = (value, self.graph.constant(value, name=self._name() + "_const"))
-            self._constants[id(value)] = cached
-        return cached[1]
-
-    def op(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
-        """Graph op `op_name` on `inputs`; evaluated now with the op's numpy reference when every
-        input is static."""
-        if all(isinstance(v, np.ndarray) for v in inputs):
-            _, dtype = infer_output(op_name, [(v.shape, str(v.dtype)) for v in inputs], attrs)
-            reference = get_op(op_name).reference
-            assert reference is not None, f"graph op {op_name} has no reference"
-            return np.asarray(reference(*inputs, **attrs)).astype(dtype)
-        nodes = [self.as_node(v) for v in inputs]
-        return self.graph.apply(op_name, *nodes, name=self._name(), **attrs)
-
     def static(self, value: Value | None, what: str) -> np.ndarray:
         """A value that must be known at import time (a shape, axes, bounds)."""
         if not isinstance(value, np.ndarray):
@@ -244,19 +217,6 @@ class _Importer:
 
     def ints(self, value: Value | None, what: str) -> list[int]:
         return [int(v) for v in self.static(value, what).reshape(-1)]
-
-
-def shape_of(value: Value) -> tuple[int, ...]:
-    return tuple(value.shape)
-
-
-def dtype_of(value: Value) -> str:
-    return value.dtype if isinstance(value, Node) else str(value.dtype)
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise UnsupportedError(message)
 
 
 def _optional(inputs: list, k: int) -> Value | None:
@@ -311,7 +271,7 @@ def _hard_sigmoid(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 @_converter("Gelu")
 def _gelu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     approximate = attrs.get("approximate", "none")
-    _require(approximate in ("none", "tanh"), f"unsupported approximate={approximate!r}")
+    require(approximate in ("none", "tanh"), f"unsupported approximate={approximate!r}")
     return [im.op("gelu" if approximate == "none" else "gelu_tanh", inputs[0])]
 
 
@@ -339,7 +299,7 @@ def _identity(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     if im.node.op_type == "Dropout":
         attrs.get("seed")
         mode = _optional(inputs, 2)
-        _require(mode is None or not bool(im.static(mode, "training_mode")),
+        require(mode is None or not bool(im.static(mode, "training_mode")),
                  "training_mode=True")
     return [inputs[0]]
 
@@ -353,7 +313,7 @@ def _constant(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     attrs.get("value_string")
     attrs.get("value_strings")
     given = [(k, v) for k, v in found if v is not None]
-    _require(len(given) == 1, "a Constant needs exactly one of value, value_float(s), "
+    require(len(given) == 1, "a Constant needs exactly one of value, value_float(s), "
              "value_int(s) (sparse and string constants are unsupported)")
     key, value = given[0]
     if key == "value":
@@ -369,7 +329,7 @@ def _spatial(attrs: _Attrs, name: str, default: int = 1) -> tuple[int, int]:
     value = attrs.get(name)
     if value is None:
         return (default, default)
-    _require(len(value) == 2, f"{name}={value} (only 2-D windows are supported)")
+    require(len(value) == 2, f"{name}={value} (only 2-D windows are supported)")
     return (int(value[0]), int(value[1]))
 
 
@@ -382,11 +342,11 @@ def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
     if auto_pad == "NOTSET":
         if pads is None:
             return (0, 0, 0, 0)
-        _require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
+        require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
         return (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3]))
     if auto_pad == "VALID":
         return (0, 0, 0, 0)
-    _require(auto_pad in ("SAME_UPPER", "SAME_LOWER"), f"unsupported auto_pad={auto_pad!r}")
+    require(auto_pad in ("SAME_UPPER", "SAME_LOWER"), f"unsupported auto_pad={auto_pad!r}")
     before, after = [], []
     for n, k, s, d in zip(in_hw, kernel, stride, dilation):
         total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
@@ -397,7 +357,7 @@ def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
 
 
 def _four_d(value: Value, what: str) -> None:
-    _require(len(shape_of(value)) == 4, f"{what} of rank {len(shape_of(value))} (only 2-D "
+    require(len(shape_of(value)) == 4, f"{what} of rank {len(shape_of(value))} (only 2-D "
              f"images, NCHW, are supported)")
 
 
@@ -406,12 +366,12 @@ def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
     _four_d(x, "input")
     kernel = shape_of(w)[2:]
-    _require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
+    require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
              f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
     y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=pads,
-                        dilation=dilation, groups=int(attrs.get("group", 1)), name=im._name())
+                        dilation=dilation, groups=int(attrs.get("group", 1)), name=im.name)
     return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
 
 
@@ -420,7 +380,7 @@ def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
     _four_d(x, "input")
     kernel = shape_of(w)[2:]
-    _require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
+    require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
              f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     out_pad = _spatial(attrs, "output_padding", 0)
@@ -434,24 +394,19 @@ def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
             [n * s for n, s in zip(in_hw, stride)]
         total = [s * (n - 1) + op + (k - 1) * d + 1 - t for n, s, op, k, d, t in
                  zip(in_hw, stride, out_pad, kernel, dilation, target)]
-        _require(all(t >= 0 for t in total), f"output_shape {output_shape} is too large")
+        require(all(t >= 0 for t in total), f"output_shape {output_shape} is too large")
         lower = auto_pad == "SAME_LOWER"
         before = [t - t // 2 if lower else t // 2 for t in total]
         padding = (before[0], before[1], total[0] - before[0], total[1] - before[1])
     elif auto_pad == "VALID" or pads is None:
         padding = (0, 0, 0, 0)
     else:
-        _require(auto_pad == "NOTSET", f"unsupported auto_pad={auto_pad!r}")
-        _require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
+        require(auto_pad == "NOTSET", f"unsupported auto_pad={auto_pad!r}")
+        require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
         padding = tuple(int(p) for p in pads)
     y = im.op("conv2d_transpose", x, w, stride=stride, padding=padding, output_padding=out_pad,
               dilation=dilation, groups=int(attrs.get("group", 1)))
     return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
-
-
-def _dense(im: _Importer, a: Value, weight: Value) -> Value:
-    """a (M, K) times weight (N, K) transposed."""
-    return im.op("dense", a, weight)
 
 
 @_converter("Gemm")
@@ -461,7 +416,7 @@ def _gemm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     if attrs.get("transA", 0):
         a = im.op("transpose", a, axes=(1, 0))
     weight = b if attrs.get("transB", 0) else im.op("transpose", b, axes=(1, 0))
-    y = _dense(im, a, weight)
+    y = im.op("dense", a, weight)
     if alpha != 1.0:
         y = im.op("multiply", y, np.array(alpha, dtype_of(y)))
     if c is None or beta == 0.0:
@@ -477,21 +432,17 @@ def _gemm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 def _matmul(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     a, b = inputs
     sa, sb = shape_of(a), shape_of(b)
-    _require(len(sa) >= 2 and len(sb) >= 2, f"MatMul of shapes {sa} and {sb} (1-D operands are "
+    require(len(sa) >= 2 and len(sb) >= 2, f"MatMul of shapes {sa} and {sb} (1-D operands are "
              "unsupported)")
-    if len(sb) == 2 and isinstance(b, np.ndarray):
-        # A weight: fold the batch axes into rows and use dense (N, K), the GEMM layout that
-        # topi tunes and that keeps batch-1 products a matrix-vector product.
-        rows = im.op("reshape", a, newshape=(-1, sa[-1])) if len(sa) > 2 else a
-        y = _dense(im, rows, im.op("transpose", b, axes=(1, 0)))
-        return [im.op("reshape", y, newshape=(*sa[:-1], sb[1])) if len(sa) > 2 else y]
+    if len(sb) == 2 and isinstance(b, np.ndarray):  # a weight
+        return [im.dense_rows(a, im.op("transpose", b, axes=(1, 0)))]
     return [im.op("matmul", a, b)]
 
 
 def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
     _four_d(x, "input")
     kernel = _spatial(attrs, "kernel_shape", 0)
-    _require(0 not in kernel, "kernel_shape is required")
+    require(0 not in kernel, "kernel_shape is required")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
     return {"kernel": kernel, "stride": stride, "padding": pads, "dilation": dilation,
@@ -500,8 +451,8 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
 
 @_converter("MaxPool")
 def _max_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    _require(attrs.get("storage_order", 0) == 0, "storage_order=1")
-    _require(len(im.node.output) < 2 or not im.node.output[1], "the Indices output")
+    require(attrs.get("storage_order", 0) == 0, "storage_order=1")
+    require(len(im.node.output) < 2 or not im.node.output[1], "the Indices output")
     return [im.op("max_pool2d", inputs[0], **_pool_common(im, inputs[0], attrs))]
 
 
@@ -522,8 +473,8 @@ def _global_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 @_converter("BatchNormalization")
 def _batch_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    _require(not attrs.get("training_mode", 0), "training_mode=1")
-    _require(len([o for o in im.node.output if o]) == 1, "the running statistics outputs")
+    require(not attrs.get("training_mode", 0), "training_mode=1")
+    require(len([o for o in im.node.output if o]) == 1, "the running statistics outputs")
     attrs.get("momentum")  # only used in training
     x, scale, bias, mean, var = inputs
     return [im.op("batch_norm", x, scale, bias, mean, var,
@@ -532,7 +483,7 @@ def _batch_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 @_converter("LayerNormalization")
 def _layer_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    _require(len([o for o in im.node.output if o]) == 1, "the Mean and InvStdDev outputs")
+    require(len([o for o in im.node.output if o]) == 1, "the Mean and InvStdDev outputs")
     attrs.get("stash_type")  # the precision of the statistics: topi keeps the input's
     x, scale, bias = inputs[0], inputs[1], _optional(inputs, 2)
     ndim = len(shape_of(x))
@@ -586,25 +537,20 @@ def _shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     return [np.array(dims[slice(start, end)], dtype="int64")]
 
 
-def _reshape(im: _Importer, x: Value, shape: Sequence[int]) -> Value:
-    shape = tuple(int(d) for d in shape)
-    return x if shape == shape_of(x) else im.op("reshape", x, newshape=shape)
-
-
 @_converter("Reshape")
 def _reshape_op(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, shape = inputs[0], im.ints(inputs[1], "shape")
     allow_zero = attrs.get("allowzero", 0)
-    _require(not (allow_zero and 0 in shape), "a zero-sized dimension")
+    require(not (allow_zero and 0 in shape), "a zero-sized dimension")
     new = [shape_of(x)[k] if d == 0 and not allow_zero else d for k, d in enumerate(shape)]
-    return [_reshape(im, x, new)]
+    return [im.reshape(x, new)]
 
 
 @_converter("Flatten")
 def _flatten(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     shape = shape_of(inputs[0])
     axis = int(attrs.get("axis", 1)) % (len(shape) + 1) if shape else 0
-    return [_reshape(im, inputs[0], (math.prod(shape[:axis]), math.prod(shape[axis:])))]
+    return [im.reshape(inputs[0], (math.prod(shape[:axis]), math.prod(shape[axis:])))]
 
 
 @_converter("Squeeze")
@@ -617,7 +563,7 @@ def _squeeze(im: _Importer, inputs: list, attrs: _Attrs) -> list:
         axes = [a % len(shape) for a in im.ints(axes_value, "axes")]
     if any(shape[a] != 1 for a in axes):
         raise ValueError(f"cannot squeeze axes {axes} of shape {shape}")
-    return [_reshape(im, inputs[0], [d for k, d in enumerate(shape) if k not in axes])]
+    return [im.reshape(inputs[0], [d for k, d in enumerate(shape) if k not in axes])]
 
 
 @_converter("Unsqueeze")
@@ -626,7 +572,7 @@ def _unsqueeze(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     rank = len(shape) + len(im.ints(inputs[1], "axes"))
     for a in sorted(a % rank for a in im.ints(inputs[1], "axes")):
         shape.insert(a, 1)
-    return [_reshape(im, inputs[0], shape)]
+    return [im.reshape(inputs[0], shape)]
 
 
 @_converter("Transpose")
@@ -638,7 +584,7 @@ def _transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 @_converter("Concat")
 def _concat(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     axis = attrs.get("axis")
-    _require(axis is not None, "the axis attribute is required")
+    require(axis is not None, "the axis attribute is required")
     return [im.op("concatenate", *inputs, axis=int(axis))]
 
 
@@ -680,5 +626,5 @@ def _slice(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 @_converter("Gather")
 def _gather(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, indices = inputs
-    _require(dtype_of(indices) in ("int32", "int64"), f"indices of dtype {dtype_of(indices)}")
+    require(dtype_of(indices) in ("int32", "int64"), f"indices of dtype {dtype_of(indices)}")
     return [im.op("take", x, indices, axis=int(attrs.get("axis", 0)))]
