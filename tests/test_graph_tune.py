@@ -14,7 +14,7 @@ import pytest
 import autotune
 import topi.graph as tg
 from topi.graph.reference import run_reference
-from topi.graph.tune import TaskState, choose, gradient
+from topi.graph.tune import TaskState, choose, fallback_index, gradient
 
 
 def _w(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -83,6 +83,13 @@ def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generato
                      stream=progress)
     assert result.trials == 9 == len(autotune.load_records(log))
     assert [s.trials for s in result.states] == [3, 3, 3]  # the warm-up round
+    # Each task's first trial is its fallback config: tuned never means slower than untuned.
+    first = {}
+    for record in autotune.load_records(log):
+        first.setdefault(record.key, record.config_index)
+    assert [first[s.task.key] for s in result.states] == [fallback_index(s.task)
+                                                          for s in result.states]
+    assert all(fallback_index(s.task) is not None for s in result.states)
     assert all(math.isfinite(s.best) for s in result.states)
     assert result.estimated_latency == sum(s.count * s.best for s in result.states)
     lines = progress.getvalue().splitlines()

@@ -33,6 +33,7 @@ FALLBACK_MESSAGE = r".*using the fallback config"
 
 
 def as_target(target: str | tl.Target) -> tl.Target:
+    """`target` as a tl.Target (a TypeError naming it when it is neither)."""
     if isinstance(target, tl.Target):
         return target
     if not isinstance(target, str):

@@ -7,8 +7,10 @@ most, estimated per task as count x (a blend of the recent improvement per trial
 forecast: either the latency would keep falling like 1/trials, or the task would reach the best
 throughput seen on a task of the same template). Tasks whose configs run out drop out.
 
-Every measurement goes to the log, and the log is where a run resumes: the trials already
-recorded for a task count against the budget and its best record is its starting latency.
+The first trial of every task measures its fallback config (the one `build` uses untuned), so
+that a tuned record is never one the tuner measured slower than what the model would run
+without it. Every measurement goes to the log, and the log is where a run resumes: the trials
+already recorded for a task count against the budget and its best record is its starting latency.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any, TextIO
 
 import autotune
 import tensorlang as tl
-from autotune import Task
+from autotune import FallbackConfig, Task
+from autotune.tuner import Tuner
 
 from .graph import Graph
 from .tasks import extract_tasks
@@ -128,6 +131,37 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
 
 
+def fallback_index(task: Task) -> int | None:
+    """The index of `task`'s fallback config in its space, or None when the space lacks it."""
+    fallback = FallbackConfig()
+    task.template.run(fallback, task.args, task.target)
+    space = task.config_space
+    digits = []
+    for name, knob in space.knobs.items():
+        chosen = fallback[name].to_json()
+        digit = next((k for k, e in enumerate(knob.entities) if e.to_json() == chosen), None)
+        if digit is None:
+            return None
+        digits.append(digit)
+    index = space.knob2point(digits)
+    return index if space.is_valid(index) else None
+
+
+class _Given(Tuner):
+    """Proposes the given configs, in order (to measure a task's fallback config)."""
+
+    def __init__(self, task: Task, indices: Sequence[int]):
+        super().__init__(task)
+        self.todo = list(indices)
+
+    def next_batch(self, n: int) -> list[Any]:
+        batch, self.todo = self.todo[:n], self.todo[n:]
+        return [self.space.get(i) for i in batch if i not in self.visited]
+
+    def has_next(self) -> bool:
+        return bool(self.todo)
+
+
 def _resume(states: Sequence[TaskState], log_file: str) -> None:
     """Trials and best latencies already in the log."""
     if not os.path.exists(log_file):
@@ -183,9 +217,14 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
             state = choose(states)
             if state is None:
                 break
-            result = autotune.tune(state.task, trials=state.trials + min(per_round, remaining),
-                                   tuner=tuner, log_file=log, measure_option=measure_option,
-                                   early_stopping=early_stopping, seed=seed, progress=False)
+            budget = state.trials + min(per_round, remaining)
+            common = {"log_file": log, "measure_option": measure_option, "progress": False}
+            fallback = fallback_index(state.task) if state.trials == 0 else None
+            if fallback is not None:
+                autotune.tune(state.task, trials=1, tuner=_Given(state.task, [fallback]),
+                              **common)
+            result = autotune.tune(state.task, trials=budget, tuner=tuner, seed=seed,
+                                   early_stopping=early_stopping, **common)
             state.exhausted = result.n_results <= state.trials
             state.trials = result.n_results
             state.best = min(state.best, result.cost)
