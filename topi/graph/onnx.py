@@ -395,8 +395,9 @@ def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
         total = [s * (n - 1) + op + (k - 1) * d + 1 - t for n, s, op, k, d, t in
                  zip(in_hw, stride, out_pad, kernel, dilation, target)]
         require(all(t >= 0 for t in total), f"output_shape {output_shape} is too large")
-        lower = auto_pad == "SAME_LOWER"
-        before = [t - t // 2 if lower else t // 2 for t in total]
+        # SAME_UPPER puts the odd pixel at the end, SAME_LOWER and NOTSET at the start.
+        upper = auto_pad == "SAME_UPPER"
+        before = [t // 2 if upper else t - t // 2 for t in total]
         padding = (before[0], before[1], total[0] - before[0], total[1] - before[1])
     elif auto_pad == "VALID" or pads is None:
         padding = (0, 0, 0, 0)
