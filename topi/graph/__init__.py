@@ -18,7 +18,6 @@ from .tune import TuneResult, tune
 
 __all__ = [
     "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
-    "build", "extract_tasks", "get_op", "load_module", "optimize", "passes", "register_op",
-    "registered_ops", "tune",
-    "from_onnx", "from_torch",
+    "build", "extract_tasks", "from_onnx", "from_torch", "get_op", "load_module", "optimize",
+    "passes", "register_op", "registered_ops", "tune",
 ]
