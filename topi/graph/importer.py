@@ -51,6 +51,13 @@ class GraphWriter:
         self.graph = Graph()
         self.name = "value"
         self._constants: dict[int, tuple[np.ndarray, Node]] = {}
+        self._array_names: dict[int, tuple[np.ndarray, str]] = {}
+
+    def named_array(self, array: np.ndarray, name: str) -> np.ndarray:
+        """`array`, remembered under the source model's `name` (a weight's graph constant is
+        named after it)."""
+        self._array_names[id(array)] = (array, node_name(name))
+        return array
 
     def as_node(self, value: Value) -> Node:
         """A graph node for `value` (an array becomes a constant, once)."""
@@ -60,7 +67,9 @@ class GraphWriter:
             raise TypeError(f"expected a tensor, got {type(value).__name__} {value!r}")
         cached = self._constants.get(id(value))  # the array is kept alive by the cache
         if cached is None:
-            cached = (value, self.graph.constant(value, name=self.name + "_const"))
+            named = self._array_names.get(id(value))
+            name = named[1] if named is not None else self.name + "_const"
+            cached = (value, self.graph.constant(value, name=name))
             self._constants[id(value)] = cached
         return cached[1]
 

@@ -151,7 +151,7 @@ class _Importer(GraphWriter):
         for init in graph.initializer:
             self.where = f"initializer {init.name!r}"
             onnx_dtype(init.data_type, self.where)
-            self.values[init.name] = numpy_helper.to_array(init)
+            self.values[init.name] = self.named_array(numpy_helper.to_array(init), init.name)
         for inp in graph.input:
             if inp.name not in self.values:
                 self._add_input(inp)
@@ -356,6 +356,13 @@ def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
     return (before[0], before[1], after[0], after[1])
 
 
+def _padding(pads: tuple[int, int, int, int]) -> tuple[int, ...]:
+    """Symmetric pads as (h, w), the form PyTorch's importer gives too, so that one conv has one
+    tuning workload whichever frontend imported it."""
+    top, left, bottom, right = pads
+    return (top, left) if (top, left) == (bottom, right) else pads
+
+
 def _four_d(value: Value, what: str) -> None:
     require(len(shape_of(value)) == 4, f"{what} of rank {len(shape_of(value))} (only 2-D "
              f"images, NCHW, are supported)")
@@ -370,7 +377,7 @@ def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
              f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
-    y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=pads,
+    y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=_padding(pads),
                         dilation=dilation, groups=int(attrs.get("group", 1)), name=im.name)
     return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
 
@@ -446,7 +453,7 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
     require(0 not in kernel, "kernel_shape is required")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
-    return {"kernel": kernel, "stride": stride, "padding": pads, "dilation": dilation,
+    return {"kernel": kernel, "stride": stride, "padding": _padding(pads), "dilation": dilation,
             "ceil_mode": bool(attrs.get("ceil_mode", 0))}
 
 

@@ -87,6 +87,14 @@ def _converter(*names: str) -> Callable[[Converter], Converter]:
     return register
 
 
+class _Missing:
+    """An output of a multi-output ATen op that the frontend does not produce (the indices of a
+    max pool, the statistics of a batch norm): an error only where something reads it."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
 def _numpy(t: Any) -> np.ndarray:
     return t.detach().cpu().contiguous().numpy().copy()
 
@@ -114,11 +122,11 @@ class _Importer(GraphWriter):
                     spec = kinds[fx.name]
                     if spec.kind is InputKind.USER_INPUT:
                         self.env[fx.name] = self._input(fx)
-                    elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-                        self.env[fx.name] = _numpy(state[spec.target] if spec.target in state
-                                                   else constants[spec.target])
-                    elif spec.kind is InputKind.CONSTANT_TENSOR:
-                        self.env[fx.name] = _numpy(constants[spec.target])
+                    elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
+                                       InputKind.CONSTANT_TENSOR):
+                        tensor = state[spec.target] if spec.target in state else \
+                            constants[spec.target]
+                        self.env[fx.name] = self.named_array(_numpy(tensor), spec.target)
                     else:
                         raise UnsupportedError(f"unsupported input kind {spec.kind.name}")
                 elif fx.op == "call_function":
@@ -145,7 +153,10 @@ class _Importer(GraphWriter):
     def _arg(self, a: Any) -> Any:
         """An FX argument with nodes replaced by their values."""
         if isinstance(a, torch.fx.Node):
-            return self.env[a.name]
+            value = self.env[a.name]
+            if isinstance(value, _Missing):
+                raise UnsupportedError(f"{value.what} is not supported")
+            return value
         if isinstance(a, (tuple, list)):
             return type(a)(self._arg(v) for v in a)
         return a
@@ -155,9 +166,7 @@ class _Importer(GraphWriter):
         if target is operator.getitem:
             seq, index = self._arg(fx.args[0]), fx.args[1]
             value = seq[index]
-            if value is None:
-                raise UnsupportedError(f"output {index} of a multi-output op")
-            return value
+            return _Missing(f"output {index} of {fx.args[0].target}") if value is None else value
         name = self.current = str(target)
         converter = _CONVERTERS.get(name) or _CONVERTERS.get(name.rsplit(".", 1)[0])
         if converter is None:
@@ -253,8 +262,8 @@ for _aten, _op in {"aten.add": "add", "aten.sub": "subtract", "aten.mul": "multi
     _converter(_aten)(_binary(_op))
 
 
-@_converter("aten.clone", "aten.contiguous", "aten.alias", "aten.detach", "aten.dropout",
-            "aten.lift_fresh_copy")
+@_converter("aten.clone", "aten.contiguous", "aten.alias", "aten.detach", "aten.detach_",
+            "aten.dropout", "aten.lift_fresh_copy")
 def _identity(im: _Importer, x: Value, *args: Any, **kwargs: Any) -> Value:
     if "train" in kwargs or len(args) >= 2:  # dropout(x, p, train)
         require(not (kwargs.get("train") or (len(args) >= 2 and args[1])), "train=True")
@@ -558,6 +567,12 @@ def _embedding(im: _Importer, weight: Value, indices: Value, *args: Any) -> Valu
 @_converter("aten.index_select")
 def _index_select(im: _Importer, x: Value, dim: int, indices: Value) -> Value:
     return im.op("take", x, indices, axis=int(dim))
+
+
+@_converter("aten.chunk")
+def _chunk(im: _Importer, x: Value, chunks: int, dim: int = 0) -> list:
+    n = shape_of(x)[dim % len(shape_of(x))]
+    return _split(im, x, -(-n // int(chunks)), dim)
 
 
 @_converter("aten.split", "aten.split_with_sizes")
