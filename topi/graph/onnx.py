@@ -368,14 +368,19 @@ def _four_d(value: Value, what: str) -> None:
              f"images, NCHW, are supported)")
 
 
-@_converter("Conv")
-def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+def _conv_window(inputs: list, attrs: _Attrs) -> tuple:
+    """(x, weight, bias or None, kernel (h, w), stride, dilation) of a Conv or ConvTranspose."""
     x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
     _four_d(x, "input")
     kernel = shape_of(w)[2:]
     require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
-             f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
-    stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
+            f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
+    return x, w, bias, kernel, _spatial(attrs, "strides"), _spatial(attrs, "dilations")
+
+
+@_converter("Conv")
+def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
     y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=_padding(pads),
                         dilation=dilation, groups=int(attrs.get("group", 1)), name=im.name)
@@ -384,12 +389,7 @@ def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 @_converter("ConvTranspose")
 def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
-    _four_d(x, "input")
-    kernel = shape_of(w)[2:]
-    require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
-             f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
-    stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
+    x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     out_pad = _spatial(attrs, "output_padding", 0)
     output_shape = attrs.get("output_shape")
     auto_pad = attrs.get("auto_pad", "NOTSET")

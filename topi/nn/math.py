@@ -25,40 +25,35 @@ def _float_unary(x: tl.Tensor, f: Callable[[Expr], Expr], name: str) -> tl.Tenso
     return _unary(x, f, name)
 
 
-def sqrt(x: tl.Tensor) -> tl.Tensor:
-    return _float_unary(x, tl.sqrt, "sqrt")
+def _float_op(f: Callable[[Expr], Expr], name: str, doc: str) -> Callable[[tl.Tensor], tl.Tensor]:
+    def op(x: tl.Tensor) -> tl.Tensor:
+        return _float_unary(x, f, name)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
 
 
-def exp(x: tl.Tensor) -> tl.Tensor:
-    return _float_unary(x, tl.exp, "exp")
-
-
-def log(x: tl.Tensor) -> tl.Tensor:
-    return _float_unary(x, tl.log, "log")
-
-
-def tanh(x: tl.Tensor) -> tl.Tensor:
-    return _float_unary(x, tl.tanh, "tanh")
-
-
-def sigmoid(x: tl.Tensor) -> tl.Tensor:
-    """1 / (1 + exp(-x))."""
-    return _float_unary(x, tl.sigmoid, "sigmoid")
-
-
-def erf(x: tl.Tensor) -> tl.Tensor:
-    return _float_unary(x, tl.erf, "erf")
+sqrt = _float_op(tl.sqrt, "sqrt", "The square root of a float tensor.")
+exp = _float_op(tl.exp, "exp", "e ** x.")
+log = _float_op(tl.log, "log", "The natural logarithm.")
+tanh = _float_op(tl.tanh, "tanh", "The hyperbolic tangent.")
+sigmoid = _float_op(tl.sigmoid, "sigmoid", "1 / (1 + exp(-x)).")
+erf = _float_op(tl.erf, "erf", "The error function.")
 
 
 def abs(x: tl.Tensor) -> tl.Tensor:
+    """|x| (any dtype)."""
     return _unary(x, tl.abs, "abs")
 
 
 def negative(x: tl.Tensor) -> tl.Tensor:
+    """-x (any dtype)."""
     return _unary(x, lambda v: -v, "negative")
 
 
 def reciprocal(x: tl.Tensor) -> tl.Tensor:
+    """1 / x of a float tensor."""
     return _float_unary(x, lambda v: tl.const(1.0, x.dtype) / v, "reciprocal")
 
 
