@@ -17,7 +17,8 @@ from topi.graph.onnx import UnsupportedError
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 _ELEM = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64,
-         "int32": TensorProto.INT32, "float64": TensorProto.DOUBLE}
+         "int32": TensorProto.INT32, "float64": TensorProto.DOUBLE,
+         "float16": TensorProto.FLOAT16}
 
 
 def make_model(op_type: str, inputs: dict[str, np.ndarray], attrs: dict | None = None,
@@ -113,6 +114,16 @@ def test_broadcast_binary(op, rng):
     check(make_model(op, {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float64", "int32"])
+@pytest.mark.parametrize("op", ["Add", "MatMul", "ReduceSum", "Max"])
+def test_other_dtypes(op, dtype, rng):
+    a = (rng.uniform(-4, 4, (3, 5))).astype(dtype)
+    b = (rng.uniform(-4, 4, (5, 5) if op == "MatMul" else (1, 5))).astype(dtype)
+    inputs = {"a": a} if op == "ReduceSum" else {"a": a, "b": b}
+    tol = 1e-2 if dtype == "float16" else 1e-6
+    check(make_model(op, inputs), inputs, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("op, attrs", [
     ("Relu", {}), ("LeakyRelu", {"alpha": 0.3}), ("Sigmoid", {}), ("HardSigmoid", {}),
     ("HardSigmoid", {"alpha": 0.3, "beta": 0.6}), ("HardSwish", {}), ("Tanh", {}), ("Erf", {}),
@@ -197,6 +208,18 @@ def test_layer_normalization(axis, with_bias, rng):
     consts = {"s": rand(rng, *norm), **({"b": rand(rng, *norm)} if with_bias else {})}
     check(make_model("LayerNormalization", x, {"axis": axis, "epsilon": 1e-3}, consts), x,
           rtol=1e-4, atol=1e-5)
+
+
+def test_shape_with_start_and_end(rng):
+    x = {"x": rand(rng, 2, 3, 4, 5)}
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=-1),
+             helper.make_node("Reshape", ["x", "s2"], ["y"]),
+             helper.make_node("Concat", ["minus1", "s"], ["s2"], axis=0)]
+    nodes = [nodes[0], nodes[2], nodes[1]]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, (2, 3, 4, 5))], [onnx.ValueInfoProto(name="y")],
+        [numpy_helper.from_array(np.array([-1], "int64"), "minus1")])
+    check(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), x)
 
 
 def test_shape_arithmetic_folds_into_reshape(rng):
