@@ -116,6 +116,27 @@ def test_conv_bn_relu_chain_runs_as_one_kernel_per_conv(rng: np.random.Generator
                                atol=1e-5)
     # The constant weights were packed at build time: the kernel reads the blocked layout.
     assert all(step.arrays[1].ndim == 5 for step in m.steps)
+    unfused = _build(g, pipeline=[p for p in tg.passes.PIPELINE if p[0] != "fuse_ops"])
+    assert len(unfused.steps) == 9  # conv, bias_add (the folded batch norm), relu
+    np.testing.assert_allclose(unfused(**inputs)[0], m(**inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_weights_are_prepacked_where_the_schedule_packs_them(rng: np.random.Generator,
+                                                            rows: int) -> None:
+    g = tg.Graph()
+    x = g.input("x", (rows, 33))
+    g.output(g.relu(g.dense(x, g.constant(_w(rng, 19, 33)))))
+    m = _build(g)
+    (step,) = m.steps
+    # A GEMM reads 16-wide panels, packed once here; a batch-1 dense (a GEMV) reads the rows.
+    assert step.arrays[1].shape == ((2, 33, 16) if rows > 1 else (19, 33))
+    unpacked = _build(g, prepack=False)
+    assert unpacked.steps[0].arrays[1].shape == (19, 33)
+    inputs = _inputs(g, rng)
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_array_equal(m(**inputs)[0], unpacked(**inputs)[0])
 
 
 def test_second_build_compiles_nothing(tmp_path: Path) -> None:

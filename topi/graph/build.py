@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from .graph import Graph, Node, NodeKind
 from .kernel import KernelSpec, Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
-from .passes import optimize, plan_memory
+from .passes import PIPELINE, Pass, optimize, plan_memory
 
 FALLBACK_MESSAGE = r".*using the fallback config"
 
@@ -57,7 +57,8 @@ def tuning_context(log_file: str | os.PathLike[str] | None,
 
 def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
           target: str | tl.Target = "llvm", cache_dir: str | os.PathLike[str] | None = None,
-          verbose: bool = False) -> Module:
+          verbose: bool = False, pipeline: Sequence[tuple[str, Pass]] = PIPELINE,
+          prepack: bool = True) -> Module:
     """Compile `g` into a Module callable with numpy inputs by name.
 
     Args:
@@ -67,6 +68,10 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         target: the target string or `tl.Target`.
         cache_dir: the kernel cache directory (default `$TL_CACHE_DIR/kernels`).
         verbose: print the graph after each pass and the memory plan.
+        pipeline: the graph passes to run (`passes.PIPELINE` by default; fewer, to measure
+            what one buys).
+        prepack: pack constant weights into the kernels' layouts once, here (else every call
+            packs them).
 
     Raises:
         TypeError: `g` is not a Graph.
@@ -80,7 +85,7 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
     tgt = as_target(target)
     untuned: dict[str, tuple[str, tuple]] = {}
     with tuning_context(log_file, tgt):
-        optimized = optimize(g, verbose=verbose)
+        optimized = optimize(g, verbose=verbose, pipeline=pipeline)
         plan = plan_memory(optimized)
         if verbose:
             print(plan)
@@ -88,7 +93,7 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         packed: dict[tuple[str, int], np.ndarray] = {}
         steps = []
         for node in optimized.ops:
-            spec = kernel_spec(node)
+            spec = kernel_spec(node, prepack)
             key = spec.key(str(tgt), compiler_version())
             kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
                                 cache_dir)

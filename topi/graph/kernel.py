@@ -6,9 +6,9 @@ conv, dense or reduction that the elementwise tail was fused into).
 
 Weight pre-packing: the topi convolutions and GEMMs pack their weight inside the compute (a
 stage tagged "...kernel_pack" or "...panel_pack" reading only the weight). When that weight is a
-constant, the pack stage is cut off: the kernel reads an already packed placeholder instead (the
-stage becomes an inlined identity read, so the schedule still finds it by tag), and the pack
-itself is a kernel of its own, run once at build time.
+constant and the schedule materialises the pack, the pack stage is cut off: the kernel reads an
+already packed placeholder instead (the stage becomes an inlined identity read, so the schedule
+still finds it by tag), and the pack itself is a kernel of its own, run once at build time.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 import tensorlang as tl
 from autotune import FallbackConfig, query_config
 from tensorlang.expr import TensorRead
+from tensorlang.schedule import AttachKind
 from tensorlang.tensor import ComputeOp
 from tensorlang.visitor import Mutator
 
@@ -133,7 +134,7 @@ def kernel_spec(node: Node, prepack: bool = True) -> KernelSpec:
     packs: list[Pack] = []
     inline: list[tl.Tensor] = []
     if prepack:
-        for stage in _pack_stages(output):
+        for stage in _materialised_packs(node, output):
             (source,) = stage.op.input_tensors
             index = next((k for k, t in enumerate(inputs) if t is source), None)
             if index is None or node.inputs[index].kind is not NodeKind.CONSTANT:
@@ -151,6 +152,17 @@ def kernel_spec(node: Node, prepack: bool = True) -> KernelSpec:
         found = query_config(*workload)
         config = "fallback" if isinstance(found, FallbackConfig) else found.index
     return KernelSpec(node, [*params, output], output, packs, workload, config, inline)
+
+
+def _materialised_packs(node: Node, out: tl.Tensor) -> list[tl.Tensor]:
+    """The weight-packing stages that the schedule computes (a schedule may inline one instead,
+    as the batch-1 dense does to read the weight rows contiguously: pre-packing that weight
+    would only make its reads strided)."""
+    stages = _pack_stages(out)
+    if not stages:
+        return []
+    s = anchor_op(node).schedule([out])
+    return [t for t in stages if s[t].attach is not AttachKind.INLINE]
 
 
 def _pack_stages(out: tl.Tensor) -> list[tl.Tensor]:

@@ -10,7 +10,7 @@ weights, see `topi.graph.kernel`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..graph import Graph
 from .dead_code import remove_dead_nodes
@@ -33,9 +33,11 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
 )
 
 
-def optimize(g: Graph, verbose: bool = False) -> Graph:
-    """Run the pass pipeline on `g`; `verbose` prints the graph after each pass."""
-    for name, run in PIPELINE:
+def optimize(g: Graph, verbose: bool = False,
+             pipeline: Sequence[tuple[str, Pass]] = PIPELINE) -> Graph:
+    """Run the passes of `pipeline` (by default all of them) on `g`; `verbose` prints the graph
+    after each pass."""
+    for name, run in pipeline:
         g = run(g)
         if verbose:
             print(f"# after {name}\n{g}")
@@ -43,6 +45,6 @@ def optimize(g: Graph, verbose: bool = False) -> Graph:
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
+    "PIPELINE", "MemoryPlan", "Pass", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
     "plan_memory", "remove_dead_nodes",
 ]
