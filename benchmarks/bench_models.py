@@ -134,15 +134,20 @@ def main() -> None:
     parser.add_argument("--log-dir", default=".", help="where the tuning logs go (resumed)")
     parser.add_argument("--reduced", action="store_true", help="the test suite's small sizes")
     parser.add_argument("--quiet", action="store_true", help="no tuning progress")
+    parser.add_argument("--threads", type=int, default=tl.get_num_threads(),
+                        help="threads of every runtime (default: ours, TL_NUM_THREADS or all "
+                             "cores); on a loaded machine PyTorch's OpenMP threads degrade far "
+                             "more than the others when cores are oversubscribed")
     args = parser.parse_args()
-    threads = tl.get_num_threads()
+    threads = args.threads
+    tl.set_num_threads(threads)
     torch.set_num_threads(threads)
     rows = []
     for name in args.models.split(","):
         rows.append(bench_model(name, args, threads))
         print(_table(rows[-1:]), flush=True)
     print(f"\n{_cpu_name()}, {threads} threads, batch 1, fp32; onnxruntime {ort.__version__}, "
-          f"PyTorch {torch.__version__}; TL_NUM_THREADS={os.environ.get('TL_NUM_THREADS', '-')}")
+          f"PyTorch {torch.__version__}; load average {os.getloadavg()[0]:.1f}")
     print("x/ref columns: the reference's time over ours (> 1: ours is faster)")
     print(_table(rows))
 

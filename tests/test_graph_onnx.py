@@ -108,6 +108,20 @@ def test_matmul(sa, sb, b_const, rng):
         check(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
 
 
+def test_attention_scores_are_one_batch_matmul_without_transpose(rng):
+    """q @ k^T over (batch, heads): the transpose of k cancels against batch_matmul's layout."""
+    q, k = rand(rng, 1, 3, 7, 5), rand(rng, 1, 3, 7, 5)
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        n, TensorProto.FLOAT, v.shape) for n, v in (("q", q), ("k", k))],
+        [onnx.ValueInfoProto(name="y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    check(model, {"q": q, "k": k})
+    live = tg.passes.remove_dead_nodes(tg.from_onnx(model))
+    assert [n.op for n in live.ops] == ["reshape", "reshape", "batch_matmul", "reshape"]
+
+
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"])
 def test_broadcast_binary(op, rng):
     a, b = rand(rng, 2, 3, 5, low=0.1), rand(rng, 3, 1, low=0.5)

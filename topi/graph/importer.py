@@ -8,6 +8,7 @@ an op reads it as a tensor.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -97,3 +98,24 @@ class GraphWriter:
         rows = self.reshape(x, (-1, sx[-1])) if len(sx) != 2 else x
         y = self.op("dense", rows, weight)
         return self.reshape(y, (*sx[:-1], shape_of(weight)[0])) if len(sx) != 2 else y
+
+    def matmul(self, a: Value, b: Value) -> Value:
+        """numpy's a @ b for operands of 2 or more dimensions, in the forms topi is fast at: a
+        2-D weight makes one dense over the folded leading axes; equal batch axes make one
+        3-D batch_matmul (which reads its right operand as (batch, N, K), so a transpose of the
+        last two axes in front of it cancels); anything else is a broadcasting matmul."""
+        sa, sb = shape_of(a), shape_of(b)
+        if len(sb) == 2 and isinstance(b, np.ndarray):
+            return self.dense_rows(a, self.op("transpose", b, axes=(1, 0)))
+        if len(sa) < 3 or sa[:-2] != sb[:-2]:
+            return self.op("matmul", a, b)
+        batch = math.prod(sa[:-2])
+        (m, k), n = sa[-2:], sb[-1]
+        swap = (*range(len(sb) - 2), len(sb) - 1, len(sb) - 2)
+        if isinstance(b, Node) and b.op == "transpose" and tuple(b.attrs["axes"]) == swap:
+            b_nk = b.inputs[0]
+        else:
+            b_nk = self.op("transpose", b, axes=swap)
+        y = self.op("batch_matmul", self.reshape(a, (batch, m, k)),
+                    self.reshape(b_nk, (batch, n, k)))
+        return self.reshape(y, (*sa[:-1], n))

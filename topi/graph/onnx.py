@@ -442,9 +442,7 @@ def _matmul(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     sa, sb = shape_of(a), shape_of(b)
     require(len(sa) >= 2 and len(sb) >= 2, f"MatMul of shapes {sa} and {sb} (1-D operands are "
              "unsupported)")
-    if len(sb) == 2 and isinstance(b, np.ndarray):  # a weight
-        return [im.dense_rows(a, im.op("transpose", b, axes=(1, 0)))]
-    return [im.op("matmul", a, b)]
+    return [im.matmul(a, b)]
 
 
 def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:

@@ -302,9 +302,7 @@ def _addmm(im: _Importer, bias: Value, a: Value, b: Value, beta: Any = 1,
 @_converter("aten.matmul", "aten.mm", "aten.bmm")
 def _matmul(im: _Importer, a: Value, b: Value) -> Value:
     require(len(shape_of(a)) >= 2 and len(shape_of(b)) >= 2, "1-D operands")
-    if len(shape_of(b)) == 2 and isinstance(b, np.ndarray):  # a weight
-        return im.dense_rows(a, im.op("transpose", b, axes=(1, 0)))
-    return im.op("matmul", a, b)
+    return im.matmul(a, b)
 
 
 # -- convolution, normalisation, pooling ---------------------------------------------------------
