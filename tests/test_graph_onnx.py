@@ -336,6 +336,18 @@ def test_unsupported_attribute_names_it():
         tg.from_onnx(model)
 
 
+def test_unsupported_outputs_are_named():
+    x = {"x": np.zeros((1, 1, 4, 4), "float32")}
+    with pytest.raises(UnsupportedError, match=r"\(MaxPool\): the Indices output"):
+        tg.from_onnx(make_model("MaxPool", x, {"kernel_shape": [2, 2]}, outputs=2))
+    with pytest.raises(UnsupportedError, match=r"\(Dropout\): output 1 \('y1'\) is not "
+                                               r"supported"):
+        tg.from_onnx(make_model("Dropout", x, outputs=2))
+    with pytest.raises(UnsupportedError, match="training_mode=1"):
+        consts = {k: np.ones(1, "float32") for k in "sbmv"}
+        tg.from_onnx(make_model("BatchNormalization", x, {"training_mode": 1}, consts))
+
+
 def test_unsupported_dtype_and_opset_and_shapes():
     x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, (2, 2))
     y = onnx.ValueInfoProto(name="y")

@@ -162,5 +162,8 @@ def test_errors():
         tg.from_torch(nn.ReLU(), torch.rand(3))
     with pytest.raises(TypeError, match="nn.Module or an ExportedProgram"):
         tg.from_torch("model", (torch.rand(3),))
+    with pytest.raises(UnsupportedError, match=r"output 1 of aten.max_pool2d_with_indices"):
+        pool = nn.MaxPool2d(2, return_indices=True)
+        tg.from_torch(Lambda(lambda x: pool(x)[1].float()), (torch.rand(1, 1, 4, 4),))
     with pytest.raises(UnsupportedError, match="only no-op expands"):
         tg.from_torch(Lambda(lambda x: x.expand(4, 3)), (torch.rand(1, 3),))
