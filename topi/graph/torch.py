@@ -273,7 +273,6 @@ def _identity(im: _Importer, x: Value, *args: Any, **kwargs: Any) -> Value:
 @_converter("aten._assert_tensor_metadata", "aten._assert_scalar")
 def _assertion(im: _Importer, *args: Any, **kwargs: Any) -> None:
     """Run-time checks of the traced metadata: the static shapes already hold them."""
-    return
 
 
 @_converter("aten._to_copy", "aten.to")
