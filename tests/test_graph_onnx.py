@@ -366,6 +366,11 @@ def test_unsupported_dtype_and_opset_and_shapes():
         tg.from_onnx(model)
     g = tg.from_onnx(model, shapes={"x": (2, 3)})
     assert g.inputs[0].shape == (2, 3)
+    with pytest.raises(ValueError, match=r"shapes gives \(2, 4\) for an input declared "
+                                          r"\['batch', 3\]"):
+        tg.from_onnx(model, shapes={"x": (2, 4)})
+    with pytest.raises(ValueError, match=r"shapes names \['y'\], which are not inputs"):
+        tg.from_onnx(model, shapes={"x": (2, 3), "y": (1,)})
     with pytest.raises(TypeError, match="ModelProto"):
         tg.from_onnx(42)
 

@@ -152,9 +152,13 @@ class _Importer(GraphWriter):
             self.where = f"initializer {init.name!r}"
             onnx_dtype(init.data_type, self.where)
             self.values[init.name] = self.named_array(numpy_helper.to_array(init), init.name)
-        for inp in graph.input:
-            if inp.name not in self.values:
-                self._add_input(inp)
+        inputs = [inp for inp in graph.input if inp.name not in self.values]
+        unknown = sorted(set(self.shapes) - {inp.name for inp in inputs})
+        if unknown:
+            raise ValueError(f"from_onnx: shapes names {unknown}, which are not inputs of the "
+                             f"model (its inputs: {[inp.name for inp in inputs]})")
+        for inp in inputs:
+            self._add_input(inp)
         for k, node in enumerate(graph.node):
             self.node = node
             self.name = node_name(node.output[0] if node.output else node.op_type)
@@ -173,14 +177,18 @@ class _Importer(GraphWriter):
         self.where = f"input {inp.name!r}"
         ttype = inp.type.tensor_type
         dtype = onnx_dtype(ttype.elem_type, self.where)
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim]
+        declared = [d.dim_param or d.dim_value for d in ttype.shape.dim]
         if inp.name in self.shapes:
             shape = tuple(self.shapes[inp.name])
+            if len(shape) != len(dims) or any(d is not None and d != v for d, v in
+                                              zip(dims, shape)):
+                raise ValueError(f"{self.where}: shapes gives {shape} for an input declared "
+                                 f"{declared}")
+        elif any(d is None for d in dims):
+            raise ValueError(f"{self.where}: symbolic shape {declared}; pass "
+                             f"shapes={{{inp.name!r}: (...)}}")
         else:
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim]
-            if any(d is None for d in dims):
-                raise ValueError(f"{self.where}: symbolic shape "
-                                 f"{[d.dim_param or d.dim_value for d in ttype.shape.dim]}; "
-                                 f"pass shapes={{{inp.name!r}: (...)}}")
             shape = tuple(dims)  # type: ignore[arg-type]
         self.values[inp.name] = self.graph.input(inp.name, shape, dtype)
 
