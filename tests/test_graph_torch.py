@@ -165,5 +165,10 @@ def test_errors():
     with pytest.raises(UnsupportedError, match=r"output 1 of aten.max_pool2d_with_indices"):
         pool = nn.MaxPool2d(2, return_indices=True)
         tg.from_torch(Lambda(lambda x: pool(x)[1].float()), (torch.rand(1, 1, 4, 4),))
+    ints = (torch.arange(6).reshape(2, 3),)
+    with pytest.raises(UnsupportedError, match="float scalar 0.5"):
+        tg.from_torch(Lambda(lambda x: x * 0.5), ints)
+    with pytest.raises(UnsupportedError, match="integer true division"):
+        tg.from_torch(Lambda(lambda x: x / x), ints)
     with pytest.raises(UnsupportedError, match="only no-op expands"):
         tg.from_torch(Lambda(lambda x: x.expand(4, 3)), (torch.rand(1, 3),))

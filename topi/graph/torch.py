@@ -179,6 +179,8 @@ class _Importer(GraphWriter):
         """A Python number as a 0-d array of `like`'s dtype (PyTorch's type promotion for a
         tensor-scalar op keeps the tensor's dtype)."""
         if isinstance(value, (bool, int, float)):
+            require(not isinstance(value, float) or dtype_of(like).startswith("float"),
+                    f"an integer tensor with the float scalar {value} (PyTorch promotes it)")
             return np.array(value, dtype_of(like))
         return value
 
@@ -251,6 +253,8 @@ def _binary(op: str) -> Converter:
             b = im.op("multiply", b, np.array(alpha, dtype_of(b)))
         if dtype_of(a) != dtype_of(b):
             raise TypeError(f"operands have different dtypes {dtype_of(a)} and {dtype_of(b)}")
+        # PyTorch's true division of integers gives floats; topi's divide keeps the dtype.
+        require(op != "divide" or dtype_of(a).startswith("float"), "integer true division")
         return im.op(op, a, b)
 
     return convert
