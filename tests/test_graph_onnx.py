@@ -336,6 +336,13 @@ def test_unsupported_attribute_names_it():
         tg.from_onnx(model)
 
 
+def test_pow_keeps_the_base_dtype(rng):
+    x = {"x": rand(rng, 3, 4, low=0.5, high=2.0), "e": np.array([2, 3, 1, 0], "int64")}
+    check(make_model("Pow", x), x)
+    with pytest.raises(UnsupportedError, match="integer base with a float exponent"):
+        tg.from_onnx(make_model("Pow", {"x": np.ones(3, "int32"), "e": np.ones(3, "float32")}))
+
+
 def test_unsupported_outputs_are_named():
     x = {"x": np.zeros((1, 1, 4, 4), "float32")}
     with pytest.raises(UnsupportedError, match=r"\(MaxPool\): the Indices output"):

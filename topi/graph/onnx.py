@@ -243,7 +243,10 @@ def _binary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     op_type = im.node.op_type
     if op_type == "Pow":
         # ONNX's Pow keeps the base's dtype whatever the exponent's.
-        b = b.astype(dtype_of(a)) if isinstance(b, np.ndarray) else b
+        require(dtype_of(a).startswith("float") or not dtype_of(b).startswith("float"),
+                "an integer base with a float exponent")
+        if dtype_of(b) != dtype_of(a):
+            b = im.op("cast", b, dtype=dtype_of(a))
     elif op_type in ("Max", "Min") and len(inputs) != 2:
         raise UnsupportedError(f"{op_type} of {len(inputs)} inputs (only 2)")
     elif dtype_of(a) != dtype_of(b):
