@@ -39,6 +39,13 @@ def require(ok: bool, message: str) -> None:
         raise UnsupportedError(message)
 
 
+def compact_padding(pads: tuple[int, int, int, int]) -> tuple[int, ...]:
+    """(top, left, bottom, right) as (h, w) when symmetric: one form per padding, so that a conv
+    has one tuning workload whichever frontend imported it."""
+    top, left, bottom, right = pads
+    return (top, left) if (top, left) == (bottom, right) else tuple(pads)
+
+
 def node_name(text: str) -> str:
     """A source model's value name as a readable graph node name (an identifier)."""
     return re.sub(r"\W+", "_", text).strip("_") or "value"

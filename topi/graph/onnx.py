@@ -31,6 +31,7 @@ from .importer import (
     GraphWriter,
     UnsupportedError,
     Value,
+    compact_padding,
     dtype_of,
     node_name,
     require,
@@ -367,13 +368,6 @@ def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
     return (before[0], before[1], after[0], after[1])
 
 
-def _padding(pads: tuple[int, int, int, int]) -> tuple[int, ...]:
-    """Symmetric pads as (h, w), the form PyTorch's importer gives too, so that one conv has one
-    tuning workload whichever frontend imported it."""
-    top, left, bottom, right = pads
-    return (top, left) if (top, left) == (bottom, right) else pads
-
-
 def _four_d(value: Value, what: str) -> None:
     require(len(shape_of(value)) == 4, f"{what} of rank {len(shape_of(value))} (only 2-D "
              f"images, NCHW, are supported)")
@@ -393,7 +387,7 @@ def _conv_window(inputs: list, attrs: _Attrs) -> tuple:
 def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
-    y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=_padding(pads),
+    y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=compact_padding(pads),
                         dilation=dilation, groups=int(attrs.get("group", 1)), name=im.name)
     return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
 
@@ -462,7 +456,7 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
     require(0 not in kernel, "kernel_shape is required")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
-    return {"kernel": kernel, "stride": stride, "padding": _padding(pads), "dilation": dilation,
+    return {"kernel": kernel, "stride": stride, "padding": compact_padding(pads), "dilation": dilation,
             "ceil_mode": bool(attrs.get("ceil_mode", 0))}
 
 

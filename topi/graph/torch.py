@@ -27,6 +27,7 @@ from .importer import (
     GraphWriter,
     UnsupportedError,
     Value,
+    compact_padding,
     dtype_of,
     node_name,
     require,
@@ -334,7 +335,8 @@ def _conv2d(im: _Importer, x: Value, w: Value, bias: Value | None = None, stride
     if isinstance(padding, str):
         require(padding in ("same", "valid"), f"padding={padding!r}")
         # PyTorch's "same" puts the odd pixel at the bottom/right (SAME_UPPER).
-        pads: Any = padding.upper() if padding == "valid" else _same_upper(shape_of(w), dilation)
+        pads: Any = (0, 0) if padding == "valid" else compact_padding(
+            _same_upper(shape_of(w), dilation))
     else:
         pads = _pair(padding)
     y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=_pair(stride), padding=pads,
