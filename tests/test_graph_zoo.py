@@ -55,6 +55,16 @@ def test_from_onnx_matches_onnxruntime(model: zoo.ZooModel, proto) -> None:
     _check(actual, expected[0])
 
 
+@pytest.mark.parametrize("name", ["mobilenet_v2", "bert_layer"])
+def test_avx2_build_matches_onnxruntime(name: str) -> None:
+    """The same imported models built for an AVX2 CPU (the host runs that code too)."""
+    model = zoo.get(name, **zoo.REDUCED[name])
+    proto = model.onnx()
+    inputs = model.inputs(seed=4)
+    module = tg.build(tg.from_onnx(proto), target="llvm -mcpu=haswell")
+    _check(module(**inputs)[0], _onnxruntime(proto, inputs)[0])
+
+
 def test_from_torch_matches_pytorch(model: zoo.ZooModel) -> None:
     inputs = model.inputs(seed=2)
     g = tg.from_torch(model.module, model.torch_inputs(seed=2))
