@@ -22,8 +22,11 @@ setup(
         "cloudpickle>=2.2",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
+                 "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0"],
         "distributed": ["distributed>=2023.1"],
+        "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "torch": ["torch==2.13.0"],
         "plot": ["matplotlib>=3.6"],
     },
 )

@@ -6,6 +6,6 @@ schedules and tunable templates, `topi.testing` numpy references. See shared/API
 
 from . import nn, testing, x86
 from .nn import argmax, argmin
+from .nn.reduction import max, mean, min, sum
 
-__all__ = ["nn", "testing", "x86"]
-__all__ += ["argmax", "argmin"]
+__all__ = ["argmax", "argmin", "max", "mean", "min", "nn", "sum", "testing", "x86"]

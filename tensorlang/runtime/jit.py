@@ -6,6 +6,7 @@ The runtime stage of the data flow. `TL_DEBUG=1` prints compile timings, `3` the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -13,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import llvmlite
 import llvmlite.binding as llvm
 
 from ..codegen.intrinsics import _libmvec
@@ -131,3 +133,10 @@ def link_object(code: bytes, name: str, target: Target) -> tuple[int, int, llvm.
     engine.finalize_object()
     return (engine.get_function_address(name), engine.get_function_address(f"{name}_packed"),
             engine)
+
+
+@functools.cache
+def toolchain_version() -> str:
+    """llvmlite's version and the host CPU: what object code depends on besides its source."""
+    features = llvm.get_host_cpu_features().flatten()
+    return f"llvmlite {llvmlite.__version__}; {llvm.get_host_cpu_name()}; {features}"

@@ -5,6 +5,7 @@ the stages carry tags ("elemwise", "broadcast", "injective", "conv2d_nchw", ...)
 schedules in `topi.x86` recognise them.
 """
 
+from .adaptive_pool import adaptive_avg_pool2d, adaptive_max_pool2d, adaptive_pool2d
 from .argreduce import argmax, argmin
 from .conv2d import (
     conv2d_nchw,
@@ -13,6 +14,7 @@ from .conv2d import (
     group_conv2d_nchw,
     window_geometry,
 )
+from .conv2d_transpose import conv2d_transpose_nchw
 from .dense import batch_matmul, dense, matmul
 from .elemwise import (
     add,
@@ -25,6 +27,25 @@ from .elemwise import (
     relu,
     subtract,
 )
+from .math import (
+    abs,
+    cast,
+    clip,
+    erf,
+    exp,
+    gelu_tanh,
+    hard_sigmoid,
+    hard_swish,
+    log,
+    maximum,
+    minimum,
+    negative,
+    power,
+    reciprocal,
+    sigmoid,
+    sqrt,
+    tanh,
+)
 from .pooling import (
     avg_pool2d,
     global_avg_pool2d,
@@ -33,6 +54,8 @@ from .pooling import (
     max_pool2d,
     pool2d,
 )
+from .reduction import max, mean, min, sum
+from .slicing import split, strided_slice, take
 from .softmax import layer_norm, log_softmax, softmax
 from .transform import concatenate, pad, reshape, transpose
 from .utils import PACK_WIDTH, get_pad_tuple
@@ -44,5 +67,10 @@ __all__ = [
     "group_conv2d_nchw", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
     "multiply", "pad", "pool2d", "relu", "reshape", "softmax", "subtract", "transpose",
     "window_geometry",
+    # reductions, slicing, math, adaptive pooling and the transposed convolution
+    "abs", "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_pool2d", "cast", "clip",
+    "conv2d_transpose_nchw", "erf", "exp", "gelu_tanh", "hard_sigmoid", "hard_swish", "log",
+    "max", "maximum", "mean", "min", "minimum", "negative", "power", "reciprocal", "sigmoid",
+    "split", "sqrt", "strided_slice", "sum", "take", "tanh",
 ]
 __all__ += ["argmax", "argmin"]

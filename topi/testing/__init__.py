@@ -3,6 +3,11 @@
 They favour obvious correctness over speed (float64 accumulation, direct loops over windows).
 """
 
+from .adaptive_pool import (
+    adaptive_avg_pool2d_python,
+    adaptive_max_pool2d_python,
+    adaptive_pool2d_python,
+)
 from .argreduce import argmax_python, argmin_python
 from .conv2d import (
     conv2d_nchw_python,
@@ -10,6 +15,7 @@ from .conv2d import (
     depthwise_conv2d_nchw_python,
     group_conv2d_nchw_python,
 )
+from .conv2d_transpose import conv2d_transpose_nchw_python
 from .dense import batch_matmul_python, dense_python, matmul_python
 from .elemwise import (
     add_python,
@@ -29,6 +35,25 @@ from .elemwise import (
     subtract_python,
     transpose_python,
 )
+from .math import (
+    abs_python,
+    cast_python,
+    clip_python,
+    erf_python,
+    exp_python,
+    gelu_tanh_python,
+    hard_sigmoid_python,
+    hard_swish_python,
+    log_python,
+    maximum_python,
+    minimum_python,
+    negative_python,
+    power_python,
+    reciprocal_python,
+    sigmoid_python,
+    sqrt_python,
+    tanh_python,
+)
 from .pooling import (
     avg_pool2d_python,
     global_avg_pool2d_python,
@@ -37,6 +62,8 @@ from .pooling import (
     max_pool2d_python,
     pool2d_python,
 )
+from .reduction import max_python, mean_python, min_python, sum_python
+from .slicing import split_python, strided_slice_python, take_python
 
 __all__ = [
     "add_python", "avg_pool2d_python", "batch_matmul_python", "batch_norm_inference_python",
@@ -46,5 +73,12 @@ __all__ = [
     "group_conv2d_nchw_python", "layer_norm_python", "leaky_relu_python", "log_softmax_python",
     "matmul_python", "max_pool2d_python", "multiply_python", "pad_python", "pool2d_python",
     "relu_python", "reshape_python", "softmax_python", "subtract_python", "transpose_python",
+    # reductions, slicing, math, adaptive pooling and the transposed convolution
+    "abs_python", "adaptive_avg_pool2d_python", "adaptive_max_pool2d_python",
+    "adaptive_pool2d_python", "cast_python", "clip_python", "conv2d_transpose_nchw_python",
+    "erf_python", "exp_python", "gelu_tanh_python", "hard_sigmoid_python", "hard_swish_python",
+    "log_python", "max_python", "maximum_python", "mean_python", "min_python", "minimum_python",
+    "negative_python", "power_python", "reciprocal_python", "sigmoid_python", "split_python",
+    "sqrt_python", "strided_slice_python", "sum_python", "take_python", "tanh_python",
 ]
 __all__ += ["argmax_python", "argmin_python"]

@@ -12,6 +12,25 @@ from .conv2d import schedule_conv2d_nchw
 from .conv2d_nhwc import schedule_conv2d_nhwc
 from .dense import schedule_batch_matmul, schedule_dense, schedule_matmul
 from .depthwise import schedule_depthwise_conv2d_nchw, schedule_group_conv2d_nchw
+from .generic import (
+    schedule_adaptive_avg_pool2d,
+    schedule_adaptive_max_pool2d,
+    schedule_adaptive_pool,
+    schedule_cast,
+    schedule_clip,
+    schedule_conv2d_transpose_nchw,
+    schedule_math,
+    schedule_max,
+    schedule_maximum,
+    schedule_mean,
+    schedule_min,
+    schedule_minimum,
+    schedule_power,
+    schedule_split,
+    schedule_strided_slice,
+    schedule_sum,
+    schedule_take,
+)
 from .injective import (
     schedule_add,
     schedule_avg_pool2d,
@@ -57,5 +76,11 @@ __all__ = [
     "schedule_max_pool2d", "schedule_multiply", "schedule_pad", "schedule_pool",
     "schedule_reduce", "schedule_relu", "schedule_reshape", "schedule_softmax",
     "schedule_subtract", "schedule_transpose",
+    # reductions, slicing, math, adaptive pooling and the transposed convolution
+    "schedule_adaptive_avg_pool2d", "schedule_adaptive_max_pool2d", "schedule_adaptive_pool",
+    "schedule_cast", "schedule_clip", "schedule_conv2d_transpose_nchw", "schedule_math",
+    "schedule_max", "schedule_maximum", "schedule_mean", "schedule_min", "schedule_minimum",
+    "schedule_power", "schedule_split", "schedule_strided_slice", "schedule_sum",
+    "schedule_take",
 ]
 __all__ += ["schedule_argmax", "schedule_argmin", "schedule_argreduce"]

@@ -1,0 +1,174 @@
+"""topi.graph passes: each Graph -> Graph, printable, and checked against the numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import topi.graph as tg
+from topi.graph.graph import FUSED
+from topi.graph.passes import (
+    fold_batch_norm,
+    fold_constants,
+    fuse_ops,
+    optimize,
+    plan_memory,
+    remove_dead_nodes,
+)
+from topi.graph.reference import run_reference
+
+
+def _w(rng: np.random.Generator, *shape: int, low: float = -1.0) -> np.ndarray:
+    return rng.uniform(low, 1.0, size=shape).astype("float32")
+
+
+def conv_bn_relu(rng: np.random.Generator, with_bias: bool = False) -> tg.Graph:
+    g = tg.Graph()
+    x = g.input("data", (1, 5, 11, 7))
+    y = g.conv2d(x, g.constant(_w(rng, 17, 5, 3, 3)), stride=(2, 1), padding=(1, 0, 2, 1))
+    if with_bias:
+        y = g.bias_add(y, g.constant(_w(rng, 17)))
+    stats = [g.constant(_w(rng, 17, low=0.5)) for _ in range(4)]
+    g.output(g.relu(g.batch_norm(y, *stats, epsilon=1e-3)))
+    return g
+
+
+def _check_same(before: tg.Graph, after: tg.Graph, rng: np.random.Generator) -> None:
+    inputs = {i.name: _w(rng, *i.shape) for i in before.inputs}
+    for want, got in zip(run_reference(before, inputs), run_reference(after, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_conv_bn_relu_becomes_one_kernel(rng: np.random.Generator, with_bias: bool) -> None:
+    g = conv_bn_relu(rng, with_bias)
+    folded = fold_batch_norm(g)
+    assert "batch_norm" not in {n.op for n in remove_dead_nodes(folded).ops}
+    _check_same(g, folded, rng)
+    opt = optimize(g)
+    (kernel,) = opt.ops  # conv, bias and relu in one kernel
+    assert kernel.op == FUSED and [n.op for n in kernel.body.ops] == ["conv2d", "bias_add", "relu"]
+    head = ("fused[conv2d{stride=(2, 1), padding=(1, 0, 2, 1), dilation=1} > bias_add{axis=1} "
+            "> relu]")
+    assert head in str(opt)
+    _check_same(g, opt, rng)
+
+
+def test_depthwise_bn_folds_per_output_channel(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (2, 3, 9, 6))
+    y = g.conv2d(x, g.constant(_w(rng, 6, 1, 3, 3)), groups=3, padding="SAME")
+    g.output(g.batch_norm(y, *[g.constant(_w(rng, 6, low=0.5)) for _ in range(4)]))
+    opt = optimize(g)
+    assert [n.op for n in opt.ops[0].body.ops] == ["depthwise_conv2d", "bias_add"]
+    _check_same(g, opt, rng)
+
+
+def test_residual_add_relu_and_dense_bias_gelu_fuse(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (1, 4, 5, 5))
+    a = g.relu(g.conv2d(x, g.constant(_w(rng, 4, 4, 3, 3)), padding=1))
+    b = g.conv2d(a, g.constant(_w(rng, 4, 4, 3, 3)), padding=1)
+    r = g.relu(g.add(b, a))
+    flat = g.reshape(g.global_avg_pool2d(r), (1, 4))
+    d = g.gelu(g.bias_add(g.dense(flat, g.constant(_w(rng, 3, 4))), g.constant(_w(rng, 3)),
+                          axis=-1))
+    g.output(d)
+    opt = fuse_ops(g)
+    bodies = [[n.op for n in k.body.ops] if k.op == FUSED else [k.op] for k in opt.ops]
+    assert bodies == [["conv2d", "relu"], ["conv2d", "add", "relu"], ["global_avg_pool2d"],
+                      ["reshape"], ["dense", "bias_add", "gelu"]]
+    assert opt.outputs[0].name == d.name
+    _check_same(g, opt, rng)
+
+
+def test_elementwise_producers_fuse_into_reductions(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x, r = g.input("x", (5, 3, 7)), g.input("r", (5, 3, 7))
+    normed = g.layer_norm(g.add(x, r), g.constant(_w(rng, 7)), g.constant(_w(rng, 7)))
+    probs = g.softmax(g.multiply(g.transpose(normed, (0, 2, 1)), 0.5), axis=1)
+    g.output(g.relu(probs))
+    opt = fuse_ops(g)
+    bodies = [[n.op for n in k.body.ops] for k in opt.ops]
+    assert bodies == [["add", "layer_norm"], ["transpose", "multiply", "softmax", "relu"]]
+    assert [k.attrs["anchor"] for k in opt.ops] == ["layer_norm", "softmax"]
+    _check_same(g, opt, rng)
+    inputs = {"x": _w(rng, 5, 3, 7), "r": _w(rng, 5, 3, 7)}
+    np.testing.assert_allclose(tg.build(g)(**inputs)[0], run_reference(g, inputs)[0],
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_fusion_stops_at_values_read_twice_and_at_outputs(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (3, 4))
+    m = g.dense(x, g.constant(_w(rng, 4, 4)))
+    r = g.relu(m)
+    g.output(g.add(r, m), r)  # m has two readers; r is an output
+    opt = fuse_ops(g)
+    assert [k.op for k in opt.ops] == ["dense", "relu", "add"]
+    _check_same(g, opt, rng)
+
+
+def test_fold_constants_uses_the_op_kernels(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (2, 3))
+    w = g.constant(_w(rng, 3, 5))
+    scale = g.multiply(g.add(g.constant(_w(rng, 5)), 1.5), g.constant(_w(rng, 1)))
+    wt = g.transpose(w, (1, 0))
+    g.output(g.multiply(g.dense(x, wt), g.reshape(g.concatenate([scale, scale]), (2, 5))))
+    folded = fold_constants(g)
+    assert [n.op for n in folded.ops] == ["dense", "multiply"]
+    _check_same(g, folded, rng)
+
+
+def test_dead_nodes_go_but_inputs_stay(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (2, 2))
+    g.input("unused", (1,))
+    g.relu(g.constant(_w(rng, 2, 2)))
+    g.output(g.relu(x))
+    pruned = remove_dead_nodes(g)
+    assert [n.name for n in pruned.nodes] == ["x", "unused", "relu_0"] or \
+        [n.op for n in pruned.nodes] == ["input", "input", "relu"]
+    assert len(pruned.constants) == 0
+
+
+def _random_graph(rng: np.random.Generator, n_ops: int) -> tg.Graph:
+    g = tg.Graph()
+    values = [g.input("x", (4, 8))]
+    for _ in range(n_ops):
+        a = values[rng.integers(len(values))]
+        b = values[rng.integers(len(values))]
+        kind = rng.integers(3)
+        node = g.relu(a) if kind == 0 else g.add(a, b) if kind == 1 else g.transpose(a, (1, 0))
+        values.append(g.reshape(node, (4, 8)) if node.shape != (4, 8) else node)
+    g.output(values[-1], values[len(values) // 2])
+    return g
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_memory_plan_never_shares_memory_between_live_buffers(seed: int) -> None:
+    g = fuse_ops(_random_graph(np.random.default_rng(seed), 12))
+    plan = plan_memory(g)
+    buffers = list(plan.buffers.values())
+    assert {b.name for b in buffers} == {n.name for n in g.nodes if n.kind is not
+                                         tg.NodeKind.CONSTANT}
+    for k, a in enumerate(buffers):
+        assert a.offset % 64 == 0 and a.offset + a.size <= plan.arena_bytes
+        for b in buffers[k + 1:]:
+            live_together = a.start <= b.end and b.start <= a.end
+            disjoint = a.offset + a.size <= b.offset or b.offset + b.size <= a.offset
+            assert disjoint or not live_together, (a, b)
+    assert plan.arena_bytes <= plan.unplanned_bytes
+
+
+def test_memory_plan_of_a_chain_reuses_two_buffers() -> None:
+    g = tg.Graph()
+    y = g.input("x", (64, 64))
+    for _ in range(10):
+        y = g.multiply(g.relu(y), 2.0)  # not fused: every op is its own kernel
+    g.output(y)
+    plan = plan_memory(g)
+    assert plan.unplanned_bytes == 21 * 64 * 64 * 4
+    assert plan.arena_bytes == 2 * 64 * 64 * 4
+    assert str(plan).startswith("memory plan: peak 0.03 MiB for 21 buffers")

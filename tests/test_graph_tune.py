@@ -1,0 +1,116 @@
+"""topi.graph.extract_tasks and tune: distinct workloads, the gradient task scheduler, a tiny
+tuning budget end to end (resumable from the log) and building with the tuned records."""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autotune
+import topi.graph as tg
+from topi.graph.reference import run_reference
+from topi.graph.tune import TaskState, choose, fallback_index, gradient
+
+
+def _w(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, size=shape).astype("float32")
+
+
+def small_cnn(rng: np.random.Generator) -> tg.Graph:
+    g = tg.Graph()
+    y = g.input("x", (1, 4, 9, 9))
+    for _ in range(2):  # the same conv workload twice
+        y = g.relu(g.conv2d(y, g.constant(_w(rng, 4, 4, 3, 3)), padding=1))
+    y = g.conv2d(y, g.constant(_w(rng, 8, 4, 3, 3)), stride=2)
+    g.output(g.dense(g.reshape(y, (1, 128)), g.constant(_w(rng, 5, 128))))
+    return g
+
+
+def test_extract_tasks_counts_distinct_workloads(rng: np.random.Generator) -> None:
+    tasks = tg.extract_tasks(small_cnn(rng))
+    assert [(t.name, t.args, c) for t, c in tasks] == [
+        ("conv2d_nchw.x86", ((1, 4, 9, 9), (4, 4, 3, 3), 1, 1, 1, "float32"), 2),
+        ("conv2d_nchw.x86", ((1, 4, 9, 9), (8, 4, 3, 3), 2, 0, 1, "float32"), 1),
+        ("dense.x86", ((1, 128), (5, 128), "float32"), 1),
+    ]
+    assert all(len(t.config_space) > 1 and t.flop > 0 for t, _ in tasks)
+    with pytest.raises(TypeError, match="takes a topi.graph.Graph"):
+        tg.extract_tasks([])
+
+
+def _state(task: autotune.Task, count: int, trials: int, best: float,
+           history: list[tuple[int, float]] | None = None) -> TaskState:
+    return TaskState(task, count, trials, best, history or [(trials, best)])
+
+
+def test_scheduler_warms_up_then_follows_the_latency_gradient() -> None:
+    conv = autotune.create_task("conv2d_nchw.x86", ((1, 8, 8, 8), (8, 8, 3, 3), 1, 1, 1,
+                                                    "float32"))
+    other = autotune.create_task("conv2d_nchw.x86", ((1, 8, 8, 8), (16, 8, 1, 1), 1, 0, 1,
+                                                     "float32"))
+    dense = autotune.create_task("dense.x86", ((4, 8), (8, 8), "float32"))
+    # A task never measured goes first, whatever its weight.
+    fresh = _state(dense, 1, 0, math.inf, [])
+    assert choose([_state(conv, 50, 32, 1e-3), fresh]) is fresh
+    # Same latency and progress: the task that runs ten times more often is worth more.
+    often, rarely = _state(conv, 10, 32, 1e-3), _state(dense, 1, 32, 1e-3)
+    assert choose([rarely, often]) is often
+    assert gradient(often, [often, rarely]) < gradient(rarely, [often, rarely]) < 0
+    # A task far below the throughput of a similar task (same template) has more to gain.
+    fast = _state(conv, 1, 32, conv.flop / 100e9)
+    slow = _state(other, 1, 32, other.flop / 10e9)
+    assert choose([fast, slow]) is slow
+    # Recent improvement counts: a task that just got faster is chosen over a stalled one.
+    improving = _state(dense, 1, 64, 1e-3, [(32, 2e-3), (64, 1e-3)])
+    stalled = _state(other, 1, 64, 1e-3, [(32, 1e-3), (64, 1e-3)])
+    assert choose([stalled, improving]) is improving
+    # Exhausted tasks drop out.
+    stalled.exhausted = improving.exhausted = True
+    assert choose([stalled, improving]) is None
+
+
+def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generator,
+                                                         tmp_path: Path) -> None:
+    g = small_cnn(rng)
+    log = tmp_path / "model.jsonl"
+    progress = io.StringIO()
+    result = tg.tune(g, trials=9, per_round=3, tuner="random", log_file=log, seed=0,
+                     stream=progress)
+    assert result.trials == 9 == len(autotune.load_records(log))
+    assert [s.trials for s in result.states] == [3, 3, 3]  # the warm-up round
+    # Each task's first trial is its fallback config: tuned never means slower than untuned.
+    first = {}
+    for record in autotune.load_records(log):
+        first.setdefault(record.key, record.config_index)
+    assert [first[s.task.key] for s in result.states] == [fallback_index(s.task)
+                                                          for s in result.states]
+    assert all(fallback_index(s.task) is not None for s in result.states)
+    assert all(math.isfinite(s.best) for s in result.states)
+    assert result.estimated_latency == sum(s.count * s.best for s in result.states)
+    lines = progress.getvalue().splitlines()
+    assert lines[0].startswith("[tune") and "round 1: task 1/3 conv2d_nchw.x86 x2" in lines[0]
+    assert "budget 9/9" in lines[2] and "trials in" in lines[-1]
+    # Rerunning with the same budget resumes from the log: nothing left to do.
+    again = tg.tune(g, trials=9, per_round=3, tuner="random", log_file=log, progress=False)
+    assert again.trials == 9 == len(autotune.load_records(log))
+    assert [s.best for s in again.states] == [s.best for s in result.states]
+    # A larger budget adds only the difference.
+    more = tg.tune(g, trials=12, per_round=3, tuner="random", log_file=log, progress=False)
+    assert more.trials == 12 == len(autotune.load_records(log))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = tg.build(g, log_file=log)
+    assert not [w for w in caught if "fallback" in str(w.message)]
+    inputs = {"x": _w(rng, 1, 4, 9, 9)}
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_tune_rejects_bad_budgets(rng: np.random.Generator) -> None:
+    with pytest.raises(ValueError, match="per_round"):
+        tg.tune(small_cnn(rng), trials=4, per_round=0)

@@ -1,0 +1,23 @@
+"""topi.graph: whole models as graphs of topi ops (shared/API.md, "Models").
+
+frontends (`from_onnx`, `from_torch`) or a hand-built `Graph` -> passes (each Graph -> Graph,
+printable) -> `extract_tasks` / `tune` -> `build` -> a `Module` called with numpy inputs by name.
+The op registry (`ops.register_op`) is where every graph op meets its topi compute and schedule.
+"""
+
+from . import passes
+from .build import build
+from .export import LoadedModule, load_module
+from .frontends import from_onnx, from_torch
+from .graph import Graph, Node, NodeKind
+from .module import Module
+from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
+from .passes import optimize
+from .tasks import extract_tasks
+from .tune import TuneResult, tune
+
+__all__ = [
+    "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
+    "build", "extract_tasks", "from_onnx", "from_torch", "get_op", "load_module", "optimize",
+    "passes", "register_op", "registered_ops", "tune",
+]

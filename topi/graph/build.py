@@ -1,0 +1,156 @@
+"""`build`: a Graph -> a callable Module (optimise, plan memory, compile kernels, pre-pack).
+
+The last stage of `topi.graph`. Tuned configs come from the log (through
+`autotune.apply_history_best`, as every topi schedule looks them up); the tunable workloads
+without one use their fallback configs and are listed in one warning. Each distinct kernel is
+compiled once (and cached on disk, see `cache.py`); constant weights are packed into the
+kernels' blocked layouts once, here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+import autotune
+import tensorlang as tl
+
+from .. import x86
+from .cache import compiler_version, get_kernel
+from .graph import Graph, Node, NodeKind
+from .kernel import KernelSpec, Pack, kernel_spec
+from .module import Module, Step
+from .ops import tensor_spec
+from .passes import PIPELINE, Pass, optimize, plan_memory
+
+FALLBACK_MESSAGE = r".*using the fallback config"
+
+
+def as_target(target: str | tl.Target) -> tl.Target:
+    """`target` as a tl.Target (a TypeError naming it when it is neither)."""
+    if isinstance(target, tl.Target):
+        return target
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a string or a tl.Target, got {type(target).__name__}")
+    return tl.Target(target)
+
+
+@contextlib.contextmanager
+def tuning_context(log_file: str | os.PathLike[str] | None,
+                   target: tl.Target) -> Iterator[None]:
+    """Inside: the target's scope (when tl.Target is a context manager) and the best configs of
+    `log_file`; the per-workload fallback warnings are silenced (`build` summarises them)."""
+    if log_file is not None and not os.path.exists(log_file):
+        raise FileNotFoundError(f"tuning log {str(log_file)!r} does not exist")
+    records = autotune.load_records(log_file) if log_file is not None else []
+    scope = target if hasattr(target, "__enter__") else contextlib.nullcontext()
+    with scope, autotune.apply_history_best(records), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=FALLBACK_MESSAGE)
+        yield
+
+
+def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
+          target: str | tl.Target = "llvm", cache_dir: str | os.PathLike[str] | None = None,
+          verbose: bool = False, pipeline: Sequence[tuple[str, Pass]] = PIPELINE,
+          prepack: bool = True) -> Module:
+    """Compile `g` into a Module callable with numpy inputs by name.
+
+    Args:
+        g: the model; it must have outputs.
+        log_file: a tuning log (from `topi.graph.tune` or `autotune.tune`); its best configs are
+            used, the other tunable workloads get fallback configs (with one warning).
+        target: the target string or `tl.Target`.
+        cache_dir: the kernel cache directory (default `$TL_CACHE_DIR/kernels`).
+        verbose: print the graph after each pass and the memory plan.
+        pipeline: the graph passes to run (`passes.PIPELINE` by default; fewer, to measure
+            what one buys).
+        prepack: pack constant weights into the kernels' layouts once, here (else every call
+            packs them).
+
+    Raises:
+        TypeError: `g` is not a Graph.
+        ValueError: `g` has no outputs.
+        FileNotFoundError: `log_file` does not exist.
+    """
+    if not isinstance(g, Graph):
+        raise TypeError(f"build takes a topi.graph.Graph, got {type(g).__name__}")
+    if not g.outputs:
+        raise ValueError("build: the graph has no outputs (mark them with g.output(...))")
+    tgt = as_target(target)
+    untuned: dict[str, tuple[str, tuple]] = {}
+    with tuning_context(log_file, tgt):
+        optimized = optimize(g, verbose=verbose, pipeline=pipeline)
+        plan = plan_memory(optimized)
+        if verbose:
+            print(plan)
+        arena, buffers = _arena_views(optimized, plan)
+        packed: dict[tuple[str, int], np.ndarray] = {}
+        steps = []
+        for node in optimized.ops:
+            spec = kernel_spec(node, prepack)
+            key = spec.key(str(tgt), compiler_version())
+            kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
+                                cache_dir)
+            if spec.config == "fallback" and spec.workload is not None:
+                untuned[repr(spec.workload)] = spec.workload
+            weights = {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
+                       for p in spec.packs}
+            steps.append(Step(node.name, kernel, _arguments(node, spec, weights, buffers)))
+    if untuned:
+        listing = "\n".join(f"  {name} {list(args)}" for name, args in untuned.values())
+        where = "in the log" if log_file is not None else "(no log given)"
+        warnings.warn(
+            f"{len(untuned)} tunable workload(s) have no tuned config {where} and use fallback "
+            f"configs (tune them with topi.graph.tune for speed):\n{listing}", stacklevel=2)
+    return Module(optimized, plan, steps, arena, buffers, tgt)
+
+
+def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A 64-byte aligned arena and one view into it per input and op output."""
+    raw = np.empty(plan.arena_bytes + 64, dtype=np.uint8)
+    start = -raw.__array_interface__["data"][0] % 64
+    arena = raw[start:start + plan.arena_bytes]
+    views = {}
+    for node in g.nodes:
+        if node.kind is NodeKind.CONSTANT:
+            continue
+        b = plan.buffers[node.name]
+        views[node.name] = arena[b.offset:b.offset + node.nbytes].view(node.dtype).reshape(
+            node.shape)
+    return arena, views
+
+
+def _arguments(node: Node, spec: KernelSpec, weights: dict[int, np.ndarray],
+               buffers: dict[str, np.ndarray]) -> list[np.ndarray]:
+    args = []
+    for k, i in enumerate(node.inputs):
+        if k in weights:
+            args.append(weights[k])
+        elif i.kind is NodeKind.CONSTANT:
+            args.append(i.value)
+        else:
+            args.append(buffers[i.name])
+    return [*args, buffers[node.name]]
+
+
+def _prepacked(pack: Pack, node: Node, key: str, target: tl.Target, cache_dir: Any,
+               done: dict[tuple[str, int], np.ndarray]) -> np.ndarray:
+    """The weight of input `pack.index` of `node` in its kernel's packed layout (packed once per
+    constant and packing kernel)."""
+    weight = node.inputs[pack.index]
+    pack_key = hashlib.sha256(f"{key}/pack{pack.index}".encode()).hexdigest()
+    memo = (pack_key, id(weight))
+    if memo not in done:
+        kernel = get_kernel(pack_key, lambda: (x86.schedule_injective([pack.packed]),
+                                               [pack.weight, pack.packed]), target, cache_dir)
+        shape, dtype = tensor_spec(pack.packed, f"packed weight of {node!r}")
+        out = np.empty(shape, dtype)
+        kernel.module(target)(weight.value, out)
+        done[memo] = out
+    return done[memo]

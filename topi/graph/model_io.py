@@ -1,0 +1,113 @@
+"""What every runnable model shares: its inputs and outputs by name, the checks of a call, and
+latency statistics. A built `Module` and a `LoadedModule` (an exported library) both derive from
+`ModelBase`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorlang.runtime import BenchmarkResult
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """The name, shape and dtype of a model input or output."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    """The inputs in the model's order, checked against `infos`.
+
+    Raises:
+        TypeError: a missing or unknown input name, a value that is not a numpy array, or the
+            wrong dtype.
+        ValueError: the wrong shape.
+    """
+    expected = {i.name for i in infos}
+    unknown = sorted(set(inputs) - expected)
+    missing = [i.name for i in infos if i.name not in inputs]
+    listing = ", ".join(str(i) for i in infos)
+    if unknown:
+        raise TypeError(f"unknown model input(s) {unknown}; the model takes {listing}")
+    if missing:
+        raise TypeError(f"missing model input(s) {missing}; the model takes {listing}")
+    arrays = []
+    for info in infos:
+        value = inputs[info.name]
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"input {info.name!r} must be a numpy array ({info}), got "
+                            f"{type(value).__name__}")
+        if str(value.dtype) != info.dtype:
+            raise TypeError(f"input {info.name!r} must have dtype {info.dtype}, got {value.dtype}")
+        if value.shape != info.shape:
+            raise ValueError(f"input {info.name!r} must have shape {info.shape}, got {value.shape}")
+        arrays.append(value)
+    return arrays
+
+
+def random_inputs(infos: Sequence[TensorInfo], seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the right shapes and dtypes (normal floats, zero integers) for benchmarking."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in infos:
+        kind = np.dtype(i.dtype).kind
+        value = rng.standard_normal(i.shape) if kind == "f" else np.zeros(i.shape)
+        out[i.name] = value.astype(i.dtype)
+    return out
+
+
+class ModelBase:
+    """Calling and timing a model; subclasses say how the inputs become outputs."""
+
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+
+    def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def __call__(self, **inputs: np.ndarray) -> list[np.ndarray]:
+        """Run the model on numpy inputs given by name; returns the outputs, in order.
+
+        Raises:
+            TypeError, ValueError: see `check_inputs`.
+        """
+        return self._execute(check_inputs(self.inputs, inputs))
+
+    def benchmark(self, repeat: int = 10, number: int | None = None,
+                  min_repeat_ms: float = 50.0,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> BenchmarkResult:
+        """Latency statistics of whole-model runs, in seconds per run.
+
+        Args:
+            repeat: how many timed repeats (each gives one mean).
+            number: runs per repeat (default: enough for `min_repeat_ms`).
+            min_repeat_ms: the shortest repeat when `number` is not given.
+            inputs: by name (default: random inputs).
+        """
+        if repeat < 1 or (number is not None and number < 1):
+            raise ValueError(f"repeat and number must be >= 1, got {repeat} and {number}")
+        arrays = check_inputs(self.inputs, inputs or random_inputs(self.inputs))
+        start = time.perf_counter()
+        self._execute(arrays)  # warm caches and the thread pool
+        once = max(time.perf_counter() - start, 1e-7)
+        if number is None:
+            number = max(1, int(min_repeat_ms / 1e3 / once))
+        results = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                self._execute(arrays)
+            results.append((time.perf_counter() - start) / number)
+        return BenchmarkResult(tuple(results))

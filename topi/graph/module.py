@@ -1,0 +1,132 @@
+"""The executor: a built model as a flat list of kernel calls over preallocated buffers.
+
+`build` hands over, per op node, the compiled kernel and the arrays it reads and writes (graph
+inputs and intermediates are views into one arena laid out by the memory plan; constants and
+pre-packed weights are arrays of their own). A call copies the inputs into their buffers, runs
+the kernels in order through their packed entry points (one native call each, no argument
+checks: the plan guarantees shapes), and returns copies of the outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorlang.runtime.threadpool import native
+
+from .cache import CompiledKernel
+from .export import export_model
+from .graph import Graph, Node, NodeKind
+from .model_io import ModelBase, TensorInfo, check_inputs, random_inputs
+from .passes import MemoryPlan
+
+
+@dataclass
+class Step:
+    """One kernel call: the node it computes and the arrays it takes (inputs, then output)."""
+
+    name: str
+    kernel: CompiledKernel
+    arrays: list[np.ndarray]
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _output_buffer(node: Node, buffers: dict[str, np.ndarray]) -> np.ndarray:
+    """Where an output is read from: its buffer, or the value of an output that is a constant."""
+    return node.value if node.kind is NodeKind.CONSTANT else buffers[node.name]
+
+
+class Module(ModelBase):
+    """A built model: `m(**inputs)` -> list of numpy outputs.
+
+    Its buffers are allocated once and reused by every call, so one module runs one call at a
+    time (build another for concurrent calls).
+
+    Attributes:
+        graph: the optimised graph it runs (one kernel per op node).
+        plan: the memory plan of its arena.
+        steps: the kernel calls, in order.
+        target: the target it was built for.
+    """
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, steps: list[Step], arena: np.ndarray,
+                 buffers: dict[str, np.ndarray], target: Any) -> None:
+        self.graph = graph
+        self.arena = arena
+        self.plan = plan
+        self.steps = steps
+        self.target = target
+        self.inputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.inputs]
+        self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
+        self.input_buffers = [buffers[i.name] for i in self.inputs]
+        self.output_buffers = [_output_buffer(n, buffers) for n in graph.outputs]
+        ffi = native().ffi
+        self._calls = []
+        for step in steps:
+            sig = step.kernel.signature
+            if sig.shape_vars:
+                raise ValueError(f"kernel of {step.name} has symbolic shapes {sig.shape_vars}")
+            argv = ffi.new("int64_t[]", [_address(a) for a in step.arrays] or [0])
+            if sig.checks:  # its status must be looked at: call the checked entry point
+                fn = step.kernel.module(target)
+                self._calls.append((fn, tuple(step.arrays), sig))
+            else:
+                fn = ffi.cast("void (*)(int64_t *)", step.kernel.packed_address)
+                self._calls.append((fn, argv, None))
+
+    @property
+    def kernels(self) -> int:
+        """The number of distinct compiled kernels."""
+        return len({s.kernel.key for s in self.steps})
+
+    def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        for buffer, value in zip(self.input_buffers, arrays):
+            np.copyto(buffer, value)
+        for fn, argv, checked in self._calls:
+            if checked is None:
+                fn(argv)
+            else:
+                fn(*argv)
+        return [b.copy() for b in self.output_buffers]
+
+    def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
+        """A table of the mean time of each kernel call over `number` runs, slowest first."""
+        self._execute(check_inputs(self.inputs, inputs or random_inputs(self.inputs)))
+        seconds = [0.0] * len(self._calls)
+        for _ in range(number):
+            for k, (fn, argv, checked) in enumerate(self._calls):
+                start = time.perf_counter()
+                fn(*argv) if checked is not None else fn(argv)
+                seconds[k] += time.perf_counter() - start
+        total = sum(seconds)
+        rows = sorted(zip(seconds, self.steps), key=lambda r: -r[0])
+        lines = [f"{'kernel call':<40} {'ms':>9} {'share':>6}"]
+        for t, step in rows:
+            lines.append(f"{step.name:<40} {t / number * 1e3:>9.3f} {t / total:>6.1%}")
+        lines.append(f"{'total':<40} {total / number * 1e3:>9.3f}")
+        return "\n".join(lines)
+
+    def arena_offset(self, array: np.ndarray) -> int | None:
+        """Where `array` lies in the arena, or None for an array of its own (a weight)."""
+        offset = _address(array) - _address(self.arena)
+        return offset if 0 <= offset < max(self.arena.nbytes, 1) else None
+
+    def export_library(self, path: str) -> None:
+        """Write the model as one shared library (kernels, runtime, weights and a C entry point
+        `int tlg_run(void **inputs, void **outputs)`); `topi.graph.load_module(path)` loads it
+        in any process, with no compiler or tuner involved."""
+        export_model(self, path)
+
+    def __str__(self) -> str:
+        ins = ", ".join(str(i) for i in self.inputs)
+        outs = ", ".join(str(o) for o in self.outputs)
+        return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
+                f"{self.kernels} distinct kernels, arena {self.plan.arena_bytes / 2**20:.2f} MiB, "
+                f"target {self.target}")

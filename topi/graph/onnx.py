@@ -1,0 +1,641 @@
+"""The ONNX frontend: an ONNX model (opset 13 to 21) as a `Graph` of topi ops.
+
+Each ONNX node becomes graph ops (the frontend only translates: numerics live in topi). Values
+known at import time (initializers, Constant nodes, Shape of a static shape, and whatever is
+computed only from those) stay numpy arrays and are evaluated with the graph ops' own numpy
+references, so shape arithmetic (Shape -> Gather -> Concat -> Reshape) folds away and attribute
+inputs (Reshape's shape, Slice's starts, Clip's bounds) are plain values; they become graph
+constants only where an op reads them as tensors.
+
+Every attribute an ONNX node carries must be read by its converter, so one the frontend does not
+understand raises instead of being silently ignored. An unsupported op, attribute, attribute
+value or dtype raises an error naming the node and its op.
+
+Example:
+    g = topi.graph.from_onnx("resnet18.onnx")
+    print(g)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .graph import Graph
+from .importer import (
+    GraphWriter,
+    UnsupportedError,
+    Value,
+    compact_padding,
+    dtype_of,
+    node_name,
+    require,
+    shape_of,
+)
+
+try:
+    import onnx
+    from onnx import numpy_helper
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError("topi.graph.from_onnx needs onnx: pip install -e .[onnx]") from err
+
+#: The opsets whose semantics the converters follow.
+MIN_OPSET, MAX_OPSET = 13, 21
+
+_DTYPES = {
+    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.INT16: "int16", onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.BOOL: "bool",
+}
+
+def from_onnx(model: str | os.PathLike | Any,
+              shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Import an ONNX model.
+
+    Args:
+        model: a path to an .onnx file or an `onnx.ModelProto`.
+        shapes: input name -> shape, for inputs whose shape the model leaves symbolic.
+
+    Returns:
+        The Graph, with one input per non-initializer graph input (same names) and the model's
+        outputs in order.
+
+    Raises:
+        UnsupportedError: an op, attribute or attribute value the frontend does not translate.
+        TypeError: a tensor of an unsupported dtype, or `model` of the wrong type.
+        ValueError: an opset outside 13..21, a symbolic input shape, an inconsistent model.
+        Errors of a node name the node and its op.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model))
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"from_onnx: expected a path or an onnx.ModelProto, got "
+                        f"{type(model).__name__}")
+    return _Importer(model, dict(shapes or {})).run()
+
+
+def onnx_dtype(elem_type: int, where: str) -> str:
+    """The numpy dtype name of an ONNX tensor element type."""
+    if elem_type not in _DTYPES:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+        raise TypeError(f"{where}: unsupported dtype {name} (supported: "
+                        f"{', '.join(sorted(set(_DTYPES.values())))})")
+    return _DTYPES[elem_type]
+
+
+class _Attrs:
+    """A node's attributes; each one read is marked, and `check_all_read` rejects the rest."""
+
+    def __init__(self, node: Any) -> None:
+        self._values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        self._read: set[str] = set()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._read.add(name)
+        value = self._values.get(name, default)
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, list):
+            return [v.decode() if isinstance(v, bytes) else v for v in value]
+        return value
+
+    def check_all_read(self) -> None:
+        unread = sorted(set(self._values) - self._read)
+        if unread:
+            raise UnsupportedError(f"unsupported attribute {unread[0]!r}")
+
+
+Converter = Callable[["_Importer", list, _Attrs], list]
+_CONVERTERS: dict[str, Converter] = {}
+
+
+def _converter(*op_types: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            _CONVERTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+class _Importer(GraphWriter):
+    """The state of one import: the graph, the values by ONNX name, the node being converted."""
+
+    def __init__(self, model: Any, shapes: dict[str, Sequence[int]]) -> None:
+        super().__init__()
+        self.model = model
+        self.shapes = shapes
+        self.values: dict[str, Value] = {}
+        self.opset = self._opset()
+        self.node: Any = None
+        self.where = "from_onnx"
+
+    def _opset(self) -> int:
+        opsets = {o.domain: o.version for o in self.model.opset_import}
+        version = opsets.get("", opsets.get("ai.onnx"))
+        if version is None or not MIN_OPSET <= version <= MAX_OPSET:
+            raise ValueError(f"from_onnx: the model's opset is {version}; supported: "
+                             f"{MIN_OPSET} to {MAX_OPSET}")
+        return version
+
+    # -- driving ---------------------------------------------------------------------------------
+
+    def run(self) -> Graph:
+        graph = self.model.graph
+        for init in graph.initializer:
+            self.where = f"initializer {init.name!r}"
+            onnx_dtype(init.data_type, self.where)
+            self.values[init.name] = self.named_array(numpy_helper.to_array(init), init.name)
+        inputs = [inp for inp in graph.input if inp.name not in self.values]
+        unknown = sorted(set(self.shapes) - {inp.name for inp in inputs})
+        if unknown:
+            raise ValueError(f"from_onnx: shapes names {unknown}, which are not inputs of the "
+                             f"model (its inputs: {[inp.name for inp in inputs]})")
+        for inp in inputs:
+            self._add_input(inp)
+        for k, node in enumerate(graph.node):
+            self.node = node
+            self.name = node_name(node.output[0] if node.output else node.op_type)
+            self.where = f"ONNX node {node.name or f'#{k}'!r} ({node.op_type})"
+            try:
+                self._convert(node)
+            except (UnsupportedError, TypeError, ValueError) as err:
+                if str(err).startswith(self.where):
+                    raise
+                raise type(err)(f"{self.where}: {err}") from err
+        for out in graph.output:
+            self.graph.output(self.as_node(self._value(out.name)))
+        return self.graph
+
+    def _add_input(self, inp: Any) -> None:
+        self.where = f"input {inp.name!r}"
+        ttype = inp.type.tensor_type
+        dtype = onnx_dtype(ttype.elem_type, self.where)
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim]
+        declared = [d.dim_param or d.dim_value for d in ttype.shape.dim]
+        if inp.name in self.shapes:
+            shape = tuple(self.shapes[inp.name])
+            if len(shape) != len(dims) or any(d is not None and d != v for d, v in
+                                              zip(dims, shape)):
+                raise ValueError(f"{self.where}: shapes gives {shape} for an input declared "
+                                 f"{declared}")
+        elif any(d is None for d in dims):
+            raise ValueError(f"{self.where}: symbolic shape {declared}; pass "
+                             f"shapes={{{inp.name!r}: (...)}}")
+        else:
+            shape = tuple(dims)  # type: ignore[arg-type]
+        self.values[inp.name] = self.graph.input(inp.name, shape, dtype)
+
+    def _value(self, name: str) -> Value:
+        if name not in self.values:
+            raise ValueError(f"{self.where}: value {name!r} is not defined before it is used")
+        return self.values[name]
+
+    def _convert(self, node: Any) -> None:
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedError(f"unsupported op domain {node.domain!r}")
+        converter = _CONVERTERS.get(node.op_type)
+        if converter is None:
+            raise UnsupportedError(f"unsupported op {node.op_type!r}")
+        inputs = [self._value(name) if name else None for name in node.input]
+        attrs = _Attrs(node)
+        outputs = converter(self, inputs, attrs)
+        attrs.check_all_read()
+        for k, name in enumerate(node.output):
+            if not name:
+                continue
+            if k >= len(outputs) or outputs[k] is None:
+                raise UnsupportedError(f"output {k} ({name!r}) is not supported")
+            self.values[name] = outputs[k]
+
+    # -- helpers for converters --------------------------------------------------------------------
+
+    def static(self, value: Value | None, what: str) -> np.ndarray:
+        """A value that must be known at import time (a shape, axes, bounds)."""
+        if not isinstance(value, np.ndarray):
+            raise UnsupportedError(f"input {what!r} must be a constant (an initializer or computed "
+                                   f"from constants)")
+        return value
+
+    def ints(self, value: Value | None, what: str) -> list[int]:
+        return [int(v) for v in self.static(value, what).reshape(-1)]
+
+
+def _optional(inputs: list, k: int) -> Value | None:
+    return inputs[k] if len(inputs) > k else None
+
+
+# -- elementwise -------------------------------------------------------------------------------
+
+_BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
+           "Max": "maximum", "Min": "minimum"}
+
+
+@_converter(*_BINARY)
+def _binary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    a, b = inputs
+    op_type = im.node.op_type
+    if op_type == "Pow":
+        # ONNX's Pow keeps the base's dtype whatever the exponent's.
+        require(dtype_of(a).startswith("float") or not dtype_of(b).startswith("float"),
+                "an integer base with a float exponent")
+        if dtype_of(b) != dtype_of(a):
+            b = im.op("cast", b, dtype=dtype_of(a))
+    elif op_type in ("Max", "Min") and len(inputs) != 2:
+        raise UnsupportedError(f"{op_type} of {len(inputs)} inputs (only 2)")
+    elif dtype_of(a) != dtype_of(b):
+        raise TypeError(f"operands have different dtypes {dtype_of(a)} and {dtype_of(b)}")
+    if op_type == "Div" and not dtype_of(a).startswith("float"):
+        # Integer division truncates in ONNX: only folded at import (shape arithmetic).
+        num, den = im.static(a, "A"), im.static(b, "B")
+        return [np.trunc(num / den).astype(num.dtype)]
+    return [im.op(_BINARY[op_type], a, b)]
+
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
+          "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "negative",
+          "Reciprocal": "reciprocal", "HardSwish": "hard_swish"}
+
+
+@_converter(*_UNARY)
+def _unary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [im.op(_UNARY[im.node.op_type], inputs[0])]
+
+
+@_converter("LeakyRelu")
+def _leaky_relu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [im.op("leaky_relu", inputs[0], alpha=float(attrs.get("alpha", 0.01)))]
+
+
+@_converter("HardSigmoid")
+def _hard_sigmoid(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [im.op("hard_sigmoid", inputs[0], alpha=float(attrs.get("alpha", 0.2)),
+                  beta=float(attrs.get("beta", 0.5)))]
+
+
+@_converter("Gelu")
+def _gelu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    approximate = attrs.get("approximate", "none")
+    require(approximate in ("none", "tanh"), f"unsupported approximate={approximate!r}")
+    return [im.op("gelu" if approximate == "none" else "gelu_tanh", inputs[0])]
+
+
+@_converter("Clip")
+def _clip(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    bounds = []
+    for k, what in ((1, "min"), (2, "max")):
+        v = _optional(inputs, k)
+        bounds.append(None if v is None else float(im.static(v, what).reshape(())))
+    return [im.op("clip", inputs[0], a_min=bounds[0], a_max=bounds[1])]
+
+
+@_converter("Cast")
+def _cast(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    attrs.get("saturate")  # only concerns float8 targets, which onnx_dtype rejects
+    dtype = onnx_dtype(attrs.get("to"), "Cast to")
+    x = inputs[0]
+    if dtype_of(x) == dtype:
+        return [x]
+    return [im.op("cast", x, dtype=dtype)]
+
+
+@_converter("Identity", "Dropout")
+def _identity(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    if im.node.op_type == "Dropout":
+        attrs.get("seed")
+        mode = _optional(inputs, 2)
+        require(mode is None or not bool(im.static(mode, "training_mode")),
+                 "training_mode=True")
+    return [inputs[0]]
+
+
+@_converter("Constant")
+def _constant(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    kinds = {"value": None, "value_float": "float32", "value_floats": "float32",
+             "value_int": "int64", "value_ints": "int64"}
+    found = [(k, attrs.get(k)) for k in kinds]
+    attrs.get("sparse_value")
+    attrs.get("value_string")
+    attrs.get("value_strings")
+    given = [(k, v) for k, v in found if v is not None]
+    require(len(given) == 1, "a Constant needs exactly one of value, value_float(s), "
+             "value_int(s) (sparse and string constants are unsupported)")
+    key, value = given[0]
+    if key == "value":
+        onnx_dtype(value.data_type, "Constant value")
+        return [numpy_helper.to_array(value)]
+    return [np.array(value, dtype=kinds[key])]
+
+
+# -- convolution, dense, pooling ---------------------------------------------------------------
+
+
+def _spatial(attrs: _Attrs, name: str, default: int = 1) -> tuple[int, int]:
+    value = attrs.get(name)
+    if value is None:
+        return (default, default)
+    require(len(value) == 2, f"{name}={value} (only 2-D windows are supported)")
+    return (int(value[0]), int(value[1]))
+
+
+def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
+                 stride: Sequence[int], dilation: Sequence[int]) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from `pads` or `auto_pad` (SAME_UPPER puts the odd pixel at
+    the bottom/right, SAME_LOWER at the top/left)."""
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    pads = attrs.get("pads")
+    if auto_pad == "NOTSET":
+        if pads is None:
+            return (0, 0, 0, 0)
+        require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
+        return (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3]))
+    if auto_pad == "VALID":
+        return (0, 0, 0, 0)
+    require(auto_pad in ("SAME_UPPER", "SAME_LOWER"), f"unsupported auto_pad={auto_pad!r}")
+    before, after = [], []
+    for n, k, s, d in zip(in_hw, kernel, stride, dilation):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small, large = total // 2, total - total // 2
+        before.append(small if auto_pad == "SAME_UPPER" else large)
+        after.append(large if auto_pad == "SAME_UPPER" else small)
+    return (before[0], before[1], after[0], after[1])
+
+
+def _four_d(value: Value, what: str) -> None:
+    require(len(shape_of(value)) == 4, f"{what} of rank {len(shape_of(value))} (only 2-D "
+             f"images, NCHW, are supported)")
+
+
+def _conv_window(inputs: list, attrs: _Attrs) -> tuple:
+    """(x, weight, bias or None, kernel (h, w), stride, dilation) of a Conv or ConvTranspose."""
+    x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
+    _four_d(x, "input")
+    kernel = shape_of(w)[2:]
+    require(tuple(_spatial(attrs, "kernel_shape", 0)) in ((0, 0), tuple(kernel)),
+            f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
+    return x, w, bias, kernel, _spatial(attrs, "strides"), _spatial(attrs, "dilations")
+
+
+@_converter("Conv")
+def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
+    pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
+    y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=compact_padding(pads),
+                        dilation=dilation, groups=int(attrs.get("group", 1)), name=im.name)
+    return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
+
+
+@_converter("ConvTranspose")
+def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
+    out_pad = _spatial(attrs, "output_padding", 0)
+    output_shape = attrs.get("output_shape")
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    pads = attrs.get("pads")
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        # The spec's rule: the total padding that gives the requested (or input * stride) size.
+        in_hw = shape_of(x)[2:]
+        target = list(output_shape)[-2:] if output_shape is not None else \
+            [n * s for n, s in zip(in_hw, stride)]
+        total = [s * (n - 1) + op + (k - 1) * d + 1 - t for n, s, op, k, d, t in
+                 zip(in_hw, stride, out_pad, kernel, dilation, target)]
+        require(all(t >= 0 for t in total), f"output_shape {output_shape} is too large")
+        # SAME_UPPER puts the odd pixel at the end, SAME_LOWER and NOTSET at the start.
+        upper = auto_pad == "SAME_UPPER"
+        before = [t // 2 if upper else t - t // 2 for t in total]
+        padding = (before[0], before[1], total[0] - before[0], total[1] - before[1])
+    elif auto_pad == "VALID" or pads is None:
+        padding = (0, 0, 0, 0)
+    else:
+        require(auto_pad == "NOTSET", f"unsupported auto_pad={auto_pad!r}")
+        require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
+        padding = tuple(int(p) for p in pads)
+    y = im.op("conv2d_transpose", x, w, stride=stride, padding=padding, output_padding=out_pad,
+              dilation=dilation, groups=int(attrs.get("group", 1)))
+    return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
+
+
+@_converter("Gemm")
+def _gemm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    a, b, c = inputs[0], inputs[1], _optional(inputs, 2)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if attrs.get("transA", 0):
+        a = im.op("transpose", a, axes=(1, 0))
+    weight = b if attrs.get("transB", 0) else im.op("transpose", b, axes=(1, 0))
+    y = im.op("dense", a, weight)
+    if alpha != 1.0:
+        y = im.op("multiply", y, np.array(alpha, dtype_of(y)))
+    if c is None or beta == 0.0:
+        return [y]
+    if beta != 1.0:
+        c = im.op("multiply", c, np.array(beta, dtype_of(c)))
+    if len(shape_of(c)) == 1 and shape_of(c)[0] == shape_of(y)[1]:
+        return [im.op("bias_add", y, c, axis=1)]
+    return [im.op("add", y, c)]
+
+
+@_converter("MatMul")
+def _matmul(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    a, b = inputs
+    sa, sb = shape_of(a), shape_of(b)
+    require(len(sa) >= 2 and len(sb) >= 2, f"MatMul of shapes {sa} and {sb} (1-D operands are "
+             "unsupported)")
+    return [im.matmul(a, b)]
+
+
+def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
+    _four_d(x, "input")
+    kernel = _spatial(attrs, "kernel_shape", 0)
+    require(0 not in kernel, "kernel_shape is required")
+    stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
+    pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
+    return {"kernel": kernel, "stride": stride, "padding": compact_padding(pads), "dilation": dilation,
+            "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+
+
+@_converter("MaxPool")
+def _max_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    require(attrs.get("storage_order", 0) == 0, "storage_order=1")
+    require(len(im.node.output) < 2 or not im.node.output[1], "the Indices output")
+    return [im.op("max_pool2d", inputs[0], **_pool_common(im, inputs[0], attrs))]
+
+
+@_converter("AveragePool")
+def _avg_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    args = _pool_common(im, inputs[0], attrs)
+    include = bool(attrs.get("count_include_pad", 0))
+    return [im.op("avg_pool2d", inputs[0], count_include_pad=include, **args)]
+
+
+@_converter("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    _four_d(inputs[0], "input")
+    if im.node.op_type == "GlobalAveragePool":
+        return [im.op("global_avg_pool2d", inputs[0])]
+    return [im.op("adaptive_pool2d", inputs[0], output_size=(1, 1), pool_type="max")]
+
+
+@_converter("BatchNormalization")
+def _batch_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    require(not attrs.get("training_mode", 0), "training_mode=1")
+    require(len([o for o in im.node.output if o]) == 1, "the running statistics outputs")
+    attrs.get("momentum")  # only used in training
+    x, scale, bias, mean, var = inputs
+    return [im.op("batch_norm", x, scale, bias, mean, var,
+                  epsilon=float(attrs.get("epsilon", 1e-5)), axis=1)]
+
+
+@_converter("LayerNormalization")
+def _layer_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    require(len([o for o in im.node.output if o]) == 1, "the Mean and InvStdDev outputs")
+    attrs.get("stash_type")  # the precision of the statistics: topi keeps the input's
+    x, scale, bias = inputs[0], inputs[1], _optional(inputs, 2)
+    ndim = len(shape_of(x))
+    axis = int(attrs.get("axis", -1)) % ndim
+    axes = tuple(range(axis, ndim))
+    norm_shape = shape_of(x)[axis:]
+    if bias is None:
+        bias = np.zeros(norm_shape, dtype_of(x))
+    scale, bias = (v if shape_of(v) == norm_shape else im.op(
+        "reshape", v, newshape=norm_shape) for v in (scale, bias))
+    return [im.op("layer_norm", x, scale, bias, axis=axes,
+                  epsilon=float(attrs.get("epsilon", 1e-5)))]
+
+
+@_converter("Softmax", "LogSoftmax")
+def _softmax(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    op = "softmax" if im.node.op_type == "Softmax" else "log_softmax"
+    return [im.op(op, inputs[0], axis=int(attrs.get("axis", -1)))]
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
+
+
+@_converter(*_REDUCE)
+def _reduce(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    # ReduceSum takes axes as an input from opset 13, the others from opset 18.
+    axes_from_input = im.node.op_type == "ReduceSum" or im.opset >= 18
+    if axes_from_input:
+        axes_value = _optional(inputs, 1)
+        axes = None if axes_value is None else im.ints(axes_value, "axes")
+    else:
+        axes = attrs.get("axes")
+    keepdims = bool(attrs.get("keepdims", 1))
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return [inputs[0]]
+        axes = None
+    return [im.op(_REDUCE[im.node.op_type], inputs[0], axis=None if axes is None else
+                  tuple(axes), keepdims=keepdims)]
+
+
+# -- shapes and data movement --------------------------------------------------------------------
+
+
+@_converter("Shape")
+def _shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    dims = shape_of(inputs[0])
+    start, end = attrs.get("start", 0), attrs.get("end")
+    return [np.array(dims[slice(start, end)], dtype="int64")]
+
+
+@_converter("Reshape")
+def _reshape_op(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, shape = inputs[0], im.ints(inputs[1], "shape")
+    allow_zero = attrs.get("allowzero", 0)
+    require(not (allow_zero and 0 in shape), "a zero-sized dimension")
+    new = [shape_of(x)[k] if d == 0 and not allow_zero else d for k, d in enumerate(shape)]
+    return [im.reshape(x, new)]
+
+
+@_converter("Flatten")
+def _flatten(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    shape = shape_of(inputs[0])
+    axis = int(attrs.get("axis", 1)) % (len(shape) + 1) if shape else 0
+    return [im.reshape(inputs[0], (math.prod(shape[:axis]), math.prod(shape[axis:])))]
+
+
+@_converter("Squeeze")
+def _squeeze(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    shape = shape_of(inputs[0])
+    axes_value = _optional(inputs, 1)
+    if axes_value is None:
+        axes = [k for k, d in enumerate(shape) if d == 1]
+    else:
+        axes = [a % len(shape) for a in im.ints(axes_value, "axes")]
+    if any(shape[a] != 1 for a in axes):
+        raise ValueError(f"cannot squeeze axes {axes} of shape {shape}")
+    return [im.reshape(inputs[0], [d for k, d in enumerate(shape) if k not in axes])]
+
+
+@_converter("Unsqueeze")
+def _unsqueeze(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    shape = list(shape_of(inputs[0]))
+    rank = len(shape) + len(im.ints(inputs[1], "axes"))
+    for a in sorted(a % rank for a in im.ints(inputs[1], "axes")):
+        shape.insert(a, 1)
+    return [im.reshape(inputs[0], shape)]
+
+
+@_converter("Transpose")
+def _transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    perm = attrs.get("perm")
+    return [im.op("transpose", inputs[0], axes=None if perm is None else tuple(perm))]
+
+
+@_converter("Concat")
+def _concat(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    axis = attrs.get("axis")
+    require(axis is not None, "the axis attribute is required")
+    return [im.op("concatenate", *inputs, axis=int(axis))]
+
+
+@_converter("Split")
+def _split(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    axis = int(attrs.get("axis", 0)) % len(shape_of(x))
+    n, outputs = shape_of(x)[axis], len(im.node.output)
+    sizes_value = _optional(inputs, 1)
+    num_outputs = attrs.get("num_outputs")
+    if sizes_value is not None:
+        sizes = im.ints(sizes_value, "split")
+    elif num_outputs is not None:  # opset 18: the last piece may be smaller
+        chunk = -(-n // int(num_outputs))
+        sizes = [min(chunk, n - k * chunk) for k in range(int(num_outputs))]
+    else:
+        if n % outputs:
+            raise ValueError(f"{n} elements along axis {axis} do not split into {outputs}")
+        sizes = [n // outputs] * outputs
+    if sum(sizes) != n or len(sizes) != outputs or min(sizes) < 1:
+        raise ValueError(f"split sizes {sizes} do not cut {n} elements into {outputs} pieces")
+    starts = np.cumsum([0, *sizes])
+    return [im.op("strided_slice", x, begin=(int(b),), end=(int(e),), strides=(1,),
+                  axes=(axis,)) for b, e in itertools.pairwise(starts)]
+
+
+@_converter("Slice")
+def _slice(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    starts, ends = im.ints(inputs[1], "starts"), im.ints(inputs[2], "ends")
+    axes_value, steps_value = _optional(inputs, 3), _optional(inputs, 4)
+    axes = list(range(len(starts))) if axes_value is None else im.ints(axes_value, "axes")
+    steps = [1] * len(starts) if steps_value is None else im.ints(steps_value, "steps")
+    axes = [a % len(shape_of(x)) for a in axes]
+    return [im.op("strided_slice", x, begin=tuple(starts), end=tuple(ends),
+                  strides=tuple(steps), axes=tuple(axes))]
+
+
+@_converter("Gather")
+def _gather(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, indices = inputs
+    require(dtype_of(indices) in ("int32", "int64"), f"indices of dtype {dtype_of(indices)}")
+    return [im.op("take", x, indices, axis=int(attrs.get("axis", 0)))]

@@ -1,0 +1,44 @@
+"""`extract_tasks`: the distinct tunable workloads of a model, with how often each occurs.
+
+A node is tunable when its op (a fused node: its anchor op) names autotune templates in the
+registry; its task arguments are read from the workload its topi compute records, so they are
+exactly what the schedule will look up at build time. Passes do not change workloads (folding
+and fusion keep every conv and GEMM as it is), so tasks are read from the graph as given.
+"""
+
+from __future__ import annotations
+
+import tensorlang as tl
+from autotune import Task, create_task
+
+from .graph import Graph
+from .kernel import anchor_op, node_compute
+from .ops import find_workload
+
+
+def workloads(g: Graph) -> list[tuple[tuple[str, tuple], int]]:
+    """((template, args), count) of every tunable workload of `g`, in order of first use."""
+    counts: dict[str, list] = {}
+    for node in g.ops:
+        tasks = anchor_op(node).tasks
+        if not tasks:
+            continue
+        inputs = [tl.placeholder(i.shape, i.dtype) for i in node.inputs]
+        found = find_workload(node_compute(node, inputs), tasks)
+        if found is None:
+            continue
+        key = repr(found)
+        counts.setdefault(key, [found, 0])[1] += 1
+    return [(found, count) for found, count in counts.values()]
+
+
+def extract_tasks(g: Graph, target: str | tl.Target = "llvm") -> list[tuple[Task, int]]:
+    """The distinct tunable workloads of `g` as autotune tasks for `target`, with their counts.
+
+    Raises:
+        TypeError: `g` is not a Graph.
+    """
+    if not isinstance(g, Graph):
+        raise TypeError(f"extract_tasks takes a topi.graph.Graph, got {type(g).__name__}")
+    return [(create_task(name, args, target=str(target)), count)
+            for (name, args), count in workloads(g)]
