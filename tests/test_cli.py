@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import autotune
 from tensorlang.cli import main
 from tensorlang.cli.logs import curves
 
@@ -17,6 +18,16 @@ ROOT = Path(__file__).resolve().parent.parent
 GEMM = ["matmul", "--shape", "16,24,8"]
 
 
+
+
+def record_line(workload: list, index: int, cost: float | None) -> str:
+    """A log line of `workload`'s config `index`: `cost` seconds, or a timeout for None."""
+    return json.dumps({
+        "version": 1, "workload": workload, "target": "llvm",
+        "config": {"index": index, "knobs": {}},
+        "result": {"costs": [cost] if cost else [], "error_no": 0 if cost else 6,
+                   "error_msg": "", "all_cost": 0.1, "timestamp": 0.0},
+    })
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -140,12 +151,7 @@ def test_a_log_of_garbage_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_plotting_a_template_that_is_not_registered_says_how_to_register_it(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     log = tmp_path / "other.jsonl"
-    log.write_text(json.dumps({
-        "version": 1, "workload": ["elsewhere/unknown", [8]], "target": "llvm",
-        "config": {"index": 0, "knobs": {}},
-        "result": {"costs": [1e-6], "error_no": 0, "error_msg": "", "all_cost": 0.1,
-                   "timestamp": 0.0},
-    }) + "\n")
+    log.write_text(record_line(["elsewhere/unknown", [8]], 0, 1e-6) + "\n")
     code, _, err = run(capsys, "plot", str(log), "-o", str(tmp_path / "c.png"))
     assert code == 1 and "'elsewhere/unknown' is not registered" in err and "--import" in err
     code, out, err = run(capsys, "best", str(log))  # no GFLOP/s without the flop count
@@ -153,7 +159,41 @@ def test_plotting_a_template_that_is_not_registered_says_how_to_register_it(
     assert "elsewhere/unknown [8]" in out and out.splitlines()[1].split()[-3] == "-"
 
 
-@pytest.mark.parametrize("command", ["tune", "best", "plot", "lower"])
+def test_merge_keeps_the_best_per_workload_and_counts_what_it_read_kept_and_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    farm, laptop, out = tmp_path / "farm.jsonl", tmp_path / "laptop.jsonl", tmp_path / "m.jsonl"
+    farm.write_text("\n".join([record_line(["mine/a", [8]], 1, 3e-6),
+                               record_line(["mine/a", [8]], 2, 1e-6),
+                               '{"version": 1, "workload": ["mine/a", [8',  # cut off mid-line
+                               record_line(["mine/b", [5]], 0, None)]) + "\n")
+    laptop.write_text("\n".join([record_line(["mine/a", [8]], 3, 2e-6),
+                                 record_line(["mine/b", [5]], 4, 9e-6), "garbage"]) + "\n")
+    code, out_text, err = run(capsys, "merge", str(farm), str(laptop), "-o", str(out))
+    assert code == 0 and err == ""
+    assert out_text.splitlines() == [
+        "read 7 lines from 2 logs: kept 2 (the best per workload and target), skipped 2 broken",
+        f"wrote {out}"]
+    kept = {tuple(map(str, r.workload)): r.config_index for r in autotune.load_records(out)}
+    assert kept == {("mine/a", "[8]"): 2, ("mine/b", "[5]"): 4}
+
+
+@pytest.mark.parametrize("inputs,output,message", [
+    (["/nonexistent/farm.jsonl"], "m.jsonl", "cannot merge: /nonexistent/farm.jsonl: No such"),
+    (["log.jsonl"], "/nonexistent/m.jsonl", "cannot merge: /nonexistent/m.jsonl: No such"),
+    (["log.jsonl", "image.png"], "m.jsonl", "image.png is not a text file of tuning records"),
+])
+def test_merge_names_the_file_it_cannot_read_or_write(
+        inputs: list[str], output: str, message: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("log.jsonl").write_text(record_line(["mine/a", [8]], 1, 3e-6) + "\n")
+    Path("image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    code, out, err = run(capsys, "merge", *inputs, "-o", output)
+    assert code == 1 and out == "" and err.startswith("tensorlang: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and not Path("m.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "best", "plot", "lower", "merge"])
 def test_every_command_has_help_with_an_example(command: str,
                                                 capsys: pytest.CaptureFixture) -> None:
     code, out, _ = run(capsys, command, "--help")
