@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -204,6 +207,54 @@ def test_python_dash_m_runs_the_command_line() -> None:
     done = subprocess.run([sys.executable, "-m", "tensorlang", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tune" in done.stdout
+
+
+def children(pid: int) -> set[int]:
+    """The process ids of `pid`'s children (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_traceback(
+        tmp_path: Path) -> None:
+    log = tmp_path / "mm.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
+                                                                                  "")]))
+    tune = subprocess.Popen(  # its own process group: Ctrl-C signals the whole group
+        [sys.executable, "-m", "tensorlang", "tune", *GEMM, "--trials", "10000", "--tuner",
+         "random", "--log", str(log), "--no-compare", "--quiet"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60  # generous for a loaded machine; usually ~3 s
+        while not (log.exists() and log.read_text().count("\n") >= 1):
+            assert tune.poll() is None, tune.communicate()[1]
+            assert time.monotonic() < deadline, "no record within 60 s"
+            time.sleep(0.1)
+        workers = children(tune.pid)
+        assert workers  # measuring: the interrupt reaches them too
+        os.killpg(tune.pid, signal.SIGINT)
+        out, err = tune.communicate(timeout=60)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+    assert tune.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "tensorlang: interrupted"
+    measured = autotune.load_records(log)  # every line it wrote is whole
+    assert measured and all(r.template_name == "matmul.x86" for r in measured)
+    assert not any(alive(pid) for pid in workers)  # the parent stopped them
 
 
 def test_the_console_script_is_declared() -> None:
