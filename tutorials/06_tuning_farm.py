@@ -26,7 +26,6 @@ this one, in separate processes, so that every piece is visible:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import functools
 import os
@@ -48,7 +47,7 @@ except ImportError:
 SMALL = os.environ.get("TL_TUTORIAL_SMALL") == "1"  # CI runs every tutorial at small sizes
 
 
-# 1. The template: topi's matmul compute, tiles of C with the inner one vectorised.
+# 1. The template: topi's matmul compute; tiles of C (the inner one vectorised) and of k.
 @autotune.template("tutorial/farm_matmul")
 def matmul(n: int):
     A = tl.placeholder((n, n), "float32", name="A")
@@ -60,12 +59,15 @@ def matmul(n: int):
     cfg = autotune.get_config()
     cfg.define_split("tile_y", y, num_outputs=2, filter=lambda e: e.size[-1] <= 16)
     cfg.define_split("tile_x", x, num_outputs=2, filter=lambda e: e.size[-1] in (16, 32, 64))
+    cfg.define_split("tile_k", k, num_outputs=2, filter=lambda e: e.size[-1] <= 16)
     if cfg.is_fallback:
         cfg.fallback_split("tile_y", [-1, 1])
         cfg.fallback_split("tile_x", [-1, 16])
+        cfg.fallback_split("tile_k", [-1, 1])
     yo, yi = cfg["tile_y"].apply(s, C, y)
     xo, xi = cfg["tile_x"].apply(s, C, x)
-    s[C].reorder(yo, xo, k, yi, xi)
+    ko, ki = cfg["tile_k"].apply(s, C, k)
+    s[C].reorder(yo, xo, ko, ki, yi, xi)
     s[C].vectorize(xi)
     s[C].parallel(yo)
     cfg.add_flop(2 * n * n * n)
@@ -137,11 +139,12 @@ def main() -> None:
     rng = np.random.default_rng(0)
     a, b = (rng.random((n, n), dtype=np.float32) for _ in range(2))
     kernels = {}
-    for name, config in (("fallback", contextlib.nullcontext()),
-                         ("tuned", autotune.apply_history_best(best_log))):
-        with config:
-            s, args = matmul(n)
-        if name == "tuned":
+    for name in ("fallback", "tuned"):
+        if name == "fallback":  # what the template builds when nothing is tuned
+            s, args = task.template.run(autotune.FallbackConfig(), task.args, task.target)
+        else:
+            with autotune.apply_history_best(best_log):
+                s, args = matmul(n)
             print("\n=== the tuned config's loops")
             print(tl.lower(s, args, name="matmul"))
         kernel, out = tl.build(s, args, name="matmul"), np.empty((n, n), "float32")
