@@ -247,24 +247,32 @@ def merge(paths: Iterable[str | os.PathLike[str]],
 
     Lines are copied as they are; broken or foreign lines are skipped and counted (one warning
     says how many). `out_path` may be one of `paths`: it is replaced only when all are read.
+
+    Raises:
+        OSError: an input cannot be read or the output cannot be written.
+        ValueError: an input is not a text file (e.g. a plot given by mistake).
     """
     lines = broken = 0
     best: dict[tuple[str, str], tuple[Record, str]] = {}
     for path in paths:
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                lines += 1
-                try:
-                    rec = decode(line)
-                except ValueError:
-                    broken += 1
-                    continue
-                key = (rec.key, rec.target)
-                if rec.result.ok and (key not in best
-                                      or rec.result.mean < best[key][0].result.mean):
-                    best[key] = (rec, line.strip())
+            try:
+                for line in f:
+                    if not line.strip():
+                        continue
+                    lines += 1
+                    try:
+                        rec = decode(line)
+                    except ValueError:
+                        broken += 1
+                        continue
+                    key = (rec.key, rec.target)
+                    if rec.result.ok and (key not in best
+                                          or rec.result.mean < best[key][0].result.mean):
+                        best[key] = (rec, line.strip())
+            except UnicodeDecodeError:
+                raise ValueError(f"{os.fspath(path)} is not a text file of tuning records") \
+                    from None
     if broken:
         warnings.warn(f"merge skipped {broken} broken log line(s) of {lines}", stacklevel=2)
     tmp = f"{os.fspath(out_path)}.merging"

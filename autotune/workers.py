@@ -10,7 +10,8 @@ A worker is a fresh interpreter (`python -c`), never a fork (the parent's thread
 JIT state stay out) and never a multiprocessing child: multiprocessing re-imports the user's
 `__main__` in every child, which fails for a template typed into a notebook or read from stdin
 and re-runs a script without a main guard. A job is a module-level function, pickled by
-reference; whatever it needs from the user's code travels in its payload, by value.
+reference; whatever it needs from the user's code travels in its payload, by value. Workers
+ignore SIGINT: an interrupted parent stops them (`WorkerPool.close`, or end of input).
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from .result import MeasureErrorNo
 #: Seconds a new worker may take to import its modules before its first job's clock starts.
 STARTUP_SECONDS = 120.0
 
-_BOOT = "import sys; from autotune.workers import serve; serve(int(sys.argv[1]), sys.argv[2:])"
+# Ctrl-C in a terminal signals the whole process group: the parent handles it and stops its
+# workers, which ignore it (from their first line, before the imports) so that none prints a
+# KeyboardInterrupt traceback of its own.
+_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import sys; "
+         "from autotune.workers import serve; serve(int(sys.argv[1]), sys.argv[2:])")
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+import autotune
 from tensorlang.cli import main
 from tensorlang.cli.logs import curves
 
@@ -17,6 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 GEMM = ["matmul", "--shape", "16,24,8"]
 
 
+
+
+def record_line(workload: list, index: int, cost: float | None) -> str:
+    """A log line of `workload`'s config `index`: `cost` seconds, or a timeout for None."""
+    return json.dumps({
+        "version": 1, "workload": workload, "target": "llvm",
+        "config": {"index": index, "knobs": {}},
+        "result": {"costs": [cost] if cost else [], "error_no": 0 if cost else 6,
+                   "error_msg": "", "all_cost": 0.1, "timestamp": 0.0},
+    })
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -140,12 +154,7 @@ def test_a_log_of_garbage_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_plotting_a_template_that_is_not_registered_says_how_to_register_it(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     log = tmp_path / "other.jsonl"
-    log.write_text(json.dumps({
-        "version": 1, "workload": ["elsewhere/unknown", [8]], "target": "llvm",
-        "config": {"index": 0, "knobs": {}},
-        "result": {"costs": [1e-6], "error_no": 0, "error_msg": "", "all_cost": 0.1,
-                   "timestamp": 0.0},
-    }) + "\n")
+    log.write_text(record_line(["elsewhere/unknown", [8]], 0, 1e-6) + "\n")
     code, _, err = run(capsys, "plot", str(log), "-o", str(tmp_path / "c.png"))
     assert code == 1 and "'elsewhere/unknown' is not registered" in err and "--import" in err
     code, out, err = run(capsys, "best", str(log))  # no GFLOP/s without the flop count
@@ -153,7 +162,41 @@ def test_plotting_a_template_that_is_not_registered_says_how_to_register_it(
     assert "elsewhere/unknown [8]" in out and out.splitlines()[1].split()[-3] == "-"
 
 
-@pytest.mark.parametrize("command", ["tune", "best", "plot", "lower"])
+def test_merge_keeps_the_best_per_workload_and_counts_what_it_read_kept_and_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    farm, laptop, out = tmp_path / "farm.jsonl", tmp_path / "laptop.jsonl", tmp_path / "m.jsonl"
+    farm.write_text("\n".join([record_line(["mine/a", [8]], 1, 3e-6),
+                               record_line(["mine/a", [8]], 2, 1e-6),
+                               '{"version": 1, "workload": ["mine/a", [8',  # cut off mid-line
+                               record_line(["mine/b", [5]], 0, None)]) + "\n")
+    laptop.write_text("\n".join([record_line(["mine/a", [8]], 3, 2e-6),
+                                 record_line(["mine/b", [5]], 4, 9e-6), "garbage"]) + "\n")
+    code, out_text, err = run(capsys, "merge", str(farm), str(laptop), "-o", str(out))
+    assert code == 0 and err == ""
+    assert out_text.splitlines() == [
+        "read 7 lines from 2 logs: kept 2 (the best per workload and target), skipped 2 broken",
+        f"wrote {out}"]
+    kept = {tuple(map(str, r.workload)): r.config_index for r in autotune.load_records(out)}
+    assert kept == {("mine/a", "[8]"): 2, ("mine/b", "[5]"): 4}
+
+
+@pytest.mark.parametrize("inputs,output,message", [
+    (["/nonexistent/farm.jsonl"], "m.jsonl", "cannot merge: /nonexistent/farm.jsonl: No such"),
+    (["log.jsonl"], "/nonexistent/m.jsonl", "cannot merge: /nonexistent/m.jsonl: No such"),
+    (["log.jsonl", "image.png"], "m.jsonl", "image.png is not a text file of tuning records"),
+])
+def test_merge_names_the_file_it_cannot_read_or_write(
+        inputs: list[str], output: str, message: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("log.jsonl").write_text(record_line(["mine/a", [8]], 1, 3e-6) + "\n")
+    Path("image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    code, out, err = run(capsys, "merge", *inputs, "-o", output)
+    assert code == 1 and out == "" and err.startswith("tensorlang: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and not Path("m.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "best", "plot", "lower", "merge"])
 def test_every_command_has_help_with_an_example(command: str,
                                                 capsys: pytest.CaptureFixture) -> None:
     code, out, _ = run(capsys, command, "--help")
@@ -164,6 +207,54 @@ def test_python_dash_m_runs_the_command_line() -> None:
     done = subprocess.run([sys.executable, "-m", "tensorlang", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tune" in done.stdout
+
+
+def children(pid: int) -> set[int]:
+    """The process ids of `pid`'s children (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_traceback(
+        tmp_path: Path) -> None:
+    log = tmp_path / "mm.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
+                                                                                  "")]))
+    tune = subprocess.Popen(  # its own process group: Ctrl-C signals the whole group
+        [sys.executable, "-m", "tensorlang", "tune", *GEMM, "--trials", "10000", "--tuner",
+         "random", "--log", str(log), "--no-compare", "--quiet"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60  # generous for a loaded machine; usually ~3 s
+        while not (log.exists() and log.read_text().count("\n") >= 1):
+            assert tune.poll() is None, tune.communicate()[1]
+            assert time.monotonic() < deadline, "no record within 60 s"
+            time.sleep(0.1)
+        workers = children(tune.pid)
+        assert workers  # measuring: the interrupt reaches them too
+        os.killpg(tune.pid, signal.SIGINT)
+        out, err = tune.communicate(timeout=60)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+    assert tune.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "tensorlang: interrupted"
+    measured = autotune.load_records(log)  # every line it wrote is whole
+    assert measured and all(r.template_name == "matmul.x86" for r in measured)
+    assert not any(alive(pid) for pid in workers)  # the parent stopped them
 
 
 def test_the_console_script_is_declared() -> None:

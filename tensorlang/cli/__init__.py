@@ -4,6 +4,7 @@
     tensorlang best matmul.jsonl
     tensorlang plot matmul.jsonl -o curve.png
     tensorlang lower matmul --shape 512,512,512 --log matmul.jsonl
+    tensorlang merge farm.jsonl laptop.jsonl -o best.jsonl
 
 Not part of the `tensorlang` library: nothing in the library imports it (tests/test_layering.py).
 """

@@ -1,4 +1,4 @@
-"""The `tensorlang` commands: tune, best, plot and lower, on click.
+"""The `tensorlang` commands: tune, best, plot, lower and merge, on click.
 
 Each command is a thin layer: `ops` resolves OP into a workload, `autotune` tunes it, `kernels`
 checks and times the result, `logs` reads logs back. Every error a user can cause is turned into
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -102,6 +103,7 @@ def cli() -> None:
     tensorlang best matmul.jsonl
     tensorlang plot matmul.jsonl -o curve.png
     tensorlang lower matmul --shape 512,512,512 --log matmul.jsonl --asm
+    tensorlang merge farm.jsonl laptop.jsonl -o best.jsonl
     """
 
 
@@ -239,6 +241,31 @@ def lower(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any
             click.echo(module.get_source("asm" if asm else "ll"))
         else:
             click.echo(tl.lower(s, tensors, name="kernel"))
+
+
+@cli.command(epilog="""\b
+Example (the best of a farm's log and a laptop's, for apply_history_best):
+  tensorlang merge farm.jsonl laptop.jsonl -o best.jsonl""")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="the merged log (may be one of LOGS: it is replaced once all are read)")
+def merge(logs: tuple[str, ...], output: str) -> None:
+    """Merge LOGS into one log holding the best record per workload and target; broken lines
+    are skipped and counted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the broken lines are counted in the summary below
+        try:
+            summary = autotune.record.merge(logs, output)
+        except OSError as err:
+            culprit = err.filename if err.filename in logs else output  # not its temporary file
+            raise click.ClickException(f"cannot merge: {culprit}: {err.strerror or err}") \
+                from None
+        except ValueError as err:
+            raise click.ClickException(f"cannot merge: {err}") from None
+    click.echo(f"read {summary.lines} lines from {len(logs)} log{'s' if len(logs) > 1 else ''}: "
+               f"kept {summary.written} (the best per workload and target), skipped "
+               f"{summary.broken} broken")
+    click.echo(f"wrote {output}")
 
 
 __all__ = ["cli"]
