@@ -14,6 +14,7 @@ may hold as many accumulators as the target has vector registers to spare (28 wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import autotune
@@ -31,6 +32,10 @@ from .common import (
 from .config import schedule_tagged, template_schedule
 
 GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
+
+#: Parallel chunks that keep a few to a dozen cores busy: with as many column blocks the parallel
+#: loop runs over them alone, else over (column block, row block) pairs.
+MIN_PARALLEL_CHUNKS = 16
 
 #: Register-block widths offered to the tuner, in vectors.
 TILE_X_VECTORS = (1, 2, 3, 4)
@@ -100,11 +105,19 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     i_outer, i_inner = cfg["tile_y"].apply(s, out, i)
     j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
     o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
-    fused = fuse_parallel(s, out, [*batch, j_outer, i_outer])
+    extents = [static_extent(a) for a in batch] + [n]
+    blocks = None if None in extents else math.prod(extents) // cfg["tile_x"].size[-1]
+    if blocks is not None and blocks >= MIN_PARALLEL_CHUNKS:
+        # The row-block loop stays serial, so the loop partitioner can peel a last partial
+        # block: its guards would otherwise sit in the hot loop and spill accumulators.
+        fuse_parallel(s, out, [*batch, j_outer])
+        block_loop = i_outer
+    else:
+        block_loop = fuse_parallel(s, out, [*batch, j_outer, i_outer])
     _, j_lanes = o.split(j_inner, factor=lanes)
     o.vectorize(j_lanes)
 
-    compute_chain_at(s, out, gemm, fused)
+    compute_chain_at(s, out, gemm, block_loop)
     g = s[gemm]
     *g_batch, gi, gj = g.op.axis
     (gk,) = g.op.reduce_axis
