@@ -33,15 +33,16 @@ def _block(cfg: autotune.ConfigEntity) -> tuple[int, int]:
     return cfg["tile_y"].size[-1], cfg["tile_x"].size[-1]
 
 
-@pytest.mark.parametrize("target, lanes, budget", [
-    ("llvm", 16, 28), (HASWELL, 8, 12), ("llvm -mcpu=x86-64", 4, 12),
+@pytest.mark.parametrize("target, lanes, registers", [
+    ("llvm", 16, 32), (HASWELL, 8, 16), ("llvm -mcpu=x86-64", 4, 16),
 ])
-def test_gemm_task_space_and_fallback_follow_the_target(target, lanes, budget):
+def test_gemm_task_space_and_fallback_follow_the_target(target, lanes, registers):
     task = autotune.create_task("matmul.x86", TEMPLATE_ARGS["matmul.x86"], target=target)
     fallback = task.fallback_config()
     assert fallback is not None
     rows, cols = _block(fallback)
-    assert cols % lanes == 0 and rows * cols // lanes <= budget
+    vectors = cols // lanes
+    assert cols % lanes == 0 and rows * vectors + vectors + 1 <= registers
     widths = {c["tile_x"].size[-1] for c in task.config_space}
     assert widths == {v * lanes for v in (1, 2, 3, 4)}
     s, _ = task.instantiate(fallback)  # the instantiation is in the task's target scope

@@ -12,10 +12,6 @@ import tensorlang as tl
 from tensorlang.arith import const_value
 from tensorlang.expr import IterVar
 
-#: Vector registers a register block leaves free for its operands: the loaded vector(s), the
-#: broadcast scalar and slack for the register allocator.
-OPERAND_REGISTERS = 4
-
 #: Tags of stages that only move or combine values elementwise and can be inlined into readers.
 INLINE_TAGS = ("elemwise", "broadcast", "injective", "injective,pad")
 
@@ -26,10 +22,12 @@ def vector_lanes(dtype: str) -> int:
     return tl.Target.current().vector_lanes(dtype)
 
 
-def accumulator_budget() -> int:
-    """Vector accumulators a register block may hold on the current target: its vector
-    registers (32 with AVX-512, 16 with AVX2/SSE) minus `OPERAND_REGISTERS`."""
-    return tl.Target.current().vector_registers - OPERAND_REGISTERS
+def accumulator_budget(loaded_vectors: int) -> int:
+    """Vector accumulators a register block may hold on the current target when each step
+    loads `loaded_vectors` vectors and broadcasts one scalar into a register: the target's
+    vector registers (32 with AVX-512, 16 with AVX2/SSE) minus those operands. A larger block
+    spills accumulators to the stack in the hot loop."""
+    return tl.Target.current().vector_registers - loaded_vectors - 1
 
 
 def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:

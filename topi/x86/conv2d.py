@@ -36,16 +36,17 @@ TASK = "conv2d_nchw.x86"
 def define_conv_space(cfg, in_channels: int, oc_vectors: int, out_w: int, lanes: int) -> None:
     """The knobs of a register-blocked convolution and its fallback: `tile_ic` input channels
     per step, `tile_oc` vectors of output channels (of `oc_vectors`) times `tile_ow` output
-    columns of accumulators, within the current target's accumulator budget."""
-    budget = accumulator_budget()
+    columns of accumulators, within the current target's accumulator budget (each step loads
+    `tile_oc` kernel vectors and broadcasts one input value)."""
     cfg.define_split("tile_ic", in_channels, num_outputs=2)
     cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= oc_vectors])
-    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose", max_factor=budget)
+    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose",
+                     max_factor=accumulator_budget(1))
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
         cfg.fallback_split("tile_ic", [-1, _largest_divisor(in_channels, lanes)])
-        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w, budget)])
-    elif cfg["tile_ow"].size[-1] * cfg["tile_oc"].val > budget:
+        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w, accumulator_budget(1))])
+    elif cfg["tile_ow"].size[-1] * (oc := cfg["tile_oc"].val) > accumulator_budget(oc):
         cfg.raise_error("register block larger than the register file")
 
 

@@ -8,8 +8,8 @@ parallel, and the panel packing runs in parallel over panels. Batch-1 dense is a
 product instead (`schedule_gemv_with`).
 
 Vector width and register budget come from the current target (`tl.Target.current()`): the block
-may hold as many accumulators as the target has vector registers to spare (28 with AVX-512's 32,
-12 with AVX2's 16), and the fallback block fills AVX2's budget with 6 rows x 2 vectors.
+may hold as many accumulators as the target has vector registers besides the loaded B vectors and
+the broadcast A value (with AVX2's 16: 6 rows x 2 vectors + 2 + 1, the fallback block).
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ TILE_X_VECTORS = (1, 2, 3, 4)
 TILE_Y_ROWS = tuple(range(1, 9))
 
 
-def fallback_block(budget: int) -> tuple[int, int]:
-    """The fallback register block (rows, vectors) for `budget` accumulators: 6 x 2 = 12 fills
-    AVX2's 12; with AVX-512's 28, 4 x 4 = 16 is the most robust block measured across GEMM,
-    dense and batch_matmul shapes (taller blocks halve batch_matmul with short K)."""
-    vectors = 4 if budget >= 16 else 2
-    rows = min(budget // vectors, 6) if vectors == 2 else 4
-    return rows, vectors
+def fallback_block() -> tuple[int, int]:
+    """The fallback register block (rows, vectors) on the current target: with 16 registers,
+    2 vectors x as many rows as fit (6: 12 accumulators + 2 loads + 1 broadcast); with 32, 4 x 4,
+    the most robust block measured across GEMM, dense and batch_matmul shapes (taller blocks
+    halve batch_matmul with short K)."""
+    if tl.Target.current().vector_registers < 32:
+        return min(6, accumulator_budget(2) // 2), 2
+    return 4, 4
 
 
 def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int) -> None:
-    budget = accumulator_budget()
     rows = [r for r in TILE_Y_ROWS if m is None or r <= m] or [1]
     cfg.define_split("tile_y", m or 64, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in rows])
@@ -62,11 +62,12 @@ def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int) 
                      candidate=[[-1, c] for c in cols])
     cfg.define_split("tile_k", k or 64, num_outputs=2, policy="power2", max_factor=8)
     if cfg.is_fallback:
-        block_rows, block_vectors = fallback_block(budget)
+        block_rows, block_vectors = fallback_block()
         cfg.fallback_split("tile_y", [-1, min(block_rows, max(rows))])
         cfg.fallback_split("tile_x", [-1, min(block_vectors * lanes, max(cols))])
         cfg.fallback_split("tile_k", [-1, min(4, _floor_pow2(k or 4))])
-    elif cfg["tile_y"].size[-1] * cfg["tile_x"].size[-1] // lanes > budget:
+    elif (cfg["tile_y"].size[-1] * (vectors := cfg["tile_x"].size[-1] // lanes)
+          > accumulator_budget(vectors)):
         cfg.raise_error("register block larger than the register file")
 
 
