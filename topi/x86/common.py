@@ -25,9 +25,10 @@ def vector_lanes(dtype: str) -> int:
 def accumulator_budget(loaded_vectors: int) -> int:
     """Vector accumulators a register block may hold on the current target when each step
     loads `loaded_vectors` vectors and broadcasts one scalar into a register: the target's
-    vector registers (32 with AVX-512, 16 with AVX2/SSE) minus those operands. A larger block
-    spills accumulators to the stack in the hot loop."""
-    return tl.Target.current().vector_registers - loaded_vectors - 1
+    vector registers (32 with AVX-512, 16 with AVX2/SSE) minus those operands and one register
+    of slack for the next step's loads (without it LLVM spills accumulators in the hot loop of
+    an unrolled block)."""
+    return tl.Target.current().vector_registers - loaded_vectors - 2
 
 
 def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:

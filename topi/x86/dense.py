@@ -9,7 +9,7 @@ product instead (`schedule_gemv_with`).
 
 Vector width and register budget come from the current target (`tl.Target.current()`): the block
 may hold as many accumulators as the target has vector registers besides the loaded B vectors and
-the broadcast A value (with AVX2's 16: 6 rows x 2 vectors + 2 + 1, the fallback block).
+the broadcast A value and one spare (with AVX2's 16: 6 rows x 2 vectors + 2 + 2, the fallback).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ TILE_Y_ROWS = tuple(range(1, 9))
 
 def fallback_block() -> tuple[int, int]:
     """The fallback register block (rows, vectors) on the current target: with 16 registers,
-    2 vectors x as many rows as fit (6: 12 accumulators + 2 loads + 1 broadcast); with 32, 4 x 4,
+    2 vectors x as many rows as fit (6: 12 accumulators + 2 loads + 2); with 32, 4 x 4,
     the most robust block measured across GEMM, dense and batch_matmul shapes (taller blocks
     halve batch_matmul with short K)."""
     if tl.Target.current().vector_registers < 32:
