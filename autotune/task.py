@@ -81,7 +81,7 @@ def _use_config(cfg: Config, target: str | Target | None) -> Iterator[None]:
         if target is None:
             yield
         else:
-            with Target(target):
+            with target if isinstance(target, Target) else Target(target):
                 yield
     finally:
         _current_config.reset(token)

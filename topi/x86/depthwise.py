@@ -34,9 +34,12 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     padded = conv.op.input_tensors[0]
     out_w = static_extent(conv.op.axis[3])
     lanes = vector_lanes(conv.dtype)
-    # One to four whole vectors of the row.
-    cfg.define_knob("tile_ow", [v * lanes for v in range(1, 5) if (v - 1) * lanes < out_w])
+    # One to four whole vectors of the row: as many independent FMA chains.
+    widths = [v * lanes for v in range(1, 5) if (v - 1) * lanes < out_w]
+    cfg.define_knob("tile_ow", widths)
     cfg.define_knob("unroll_kw", [True, False])
+    if cfg.is_fallback:  # the most chains that the row fills
+        cfg.fallback_knob("tile_ow", max(w for w in widths if w <= max(out_w, lanes)))
     if isinstance(padded.op, tl.ComputeOp):
         schedule_injective_stage(s, padded)
     if conv.op is out.op:
