@@ -118,7 +118,8 @@ def _format(row: dict) -> str:
         if m is None:
             cells.append(f"{'-':>34}")
         else:
-            cells.append(f"{m['gflops']:6.1f} vs {m['ref_gflops']:6.1f} GFLOP/s {_mark(m['ratio'], bar)}")
+            cells.append(f"{m['gflops']:6.1f} vs {m['ref_gflops']:6.1f} GFLOP/s "
+                         f"{_mark(m['ratio'], bar)}")
     return " | ".join(cells)
 
 

@@ -146,3 +146,15 @@ def test_records_apply_only_to_the_cpu_they_were_tuned_for(tmp_path):
     assert block == _block(config)
     assert len(messages) == 1 and "applying a config tuned for" in messages[0]
     assert HASWELL in messages[0] and host.cpu_signature in messages[0]
+
+
+def test_the_fallback_seeds_the_searches():
+    """The GA's first generation holds the fallback; annealing chains restart from given
+    configs (the XGBoost tuner passes the fastest measured, the fallback among them)."""
+    task = autotune.create_task("matmul.x86", GEMM_ARGS, target=HASWELL)
+    fallback = task.fallback_config().index
+    ga = autotune.tuner.GATuner(task, pop_size=8, seed=0)
+    assert ga._generation[0] == fallback
+    sa = autotune.SimulatedAnnealing(task.config_space, n_chains=8, n_iter=1, seed=0)
+    sa.start_from([fallback, 3])
+    assert list(sa._points[:2]) == [fallback, 3] and len(sa._points) == 8

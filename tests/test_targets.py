@@ -26,6 +26,9 @@ ISAS = {
 def test_current_target_is_the_host_outside_any_scope():
     assert tl.Target.current() == tl.Target("llvm")
     assert tl.Target.current() is host_target()
+    assert tl.Target.current(allow_none=True) is None
+    with tl.Target(HASWELL) as t:
+        assert tl.Target.current(allow_none=True) is t
 
 
 def test_target_scopes_nest_and_restore():

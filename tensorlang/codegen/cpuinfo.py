@@ -1,6 +1,6 @@
 """What the target CPU offers beyond its instruction set: cache sizes.
 
-Schedules size their cache tiles from these numbers. The host's come from the operating system
+For schedules that size cache tiles (`Target.caches`). The host's come from the operating system
 (`/sys/devices/system/cpu/cpu0/cache` on Linux); a CPU named with `-mcpu` gets the typical sizes
 of its family from `CACHE_DEFAULTS`, since the machine that will run the code is not this one.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from typing import Literal, overload
 
 import llvmlite.binding as llvm
 
@@ -40,8 +41,8 @@ class Target:
     `Target("llvm -mcpu=skylake-avx512 -mattr=+avx512f")`.
 
     `with Target("llvm -mcpu=haswell"):` makes it the current target (`Target.current()`) for
-    the block: topi schedules and templates size their vectors, register blocks and cache tiles
-    from it, and `tl.build` without a target compiles for it. Scopes nest and are per thread.
+    the block: topi schedules and templates size their vectors and register blocks from it, and
+    `tl.build` without a target compiles for it. Scopes nest and are per thread.
 
     Attributes:
         mcpu: the LLVM CPU name (the host's when not given).
@@ -103,11 +104,22 @@ class Target:
 
     # -- the current-target scope ------------------------------------------------------------
 
+    @overload
     @staticmethod
-    def current() -> Target:
-        """The innermost target entered with `with Target(...)` in this thread, else the host."""
+    def current(allow_none: Literal[False] = False) -> Target: ...
+
+    @overload
+    @staticmethod
+    def current(allow_none: bool) -> Target | None: ...
+
+    @staticmethod
+    def current(allow_none: bool = False) -> Target | None:
+        """The innermost target entered with `with Target(...)` in this thread; outside any
+        scope the host (or None when `allow_none`, as TVM's `Target.current(allow_none=True)`)."""
         stack = _scope.get()
-        return stack[-1] if stack else host_target()
+        if stack:
+            return stack[-1]
+        return None if allow_none else host_target()
 
     def __enter__(self) -> Target:
         _scope.set((*_scope.get(), self))

@@ -3,12 +3,13 @@
 The GEMM recipe of shared/DESIGN.md: the right operand is already packed in panels one vector
 wide by the compute; the output is tiled into register blocks of `tile_y` rows x `tile_x`
 columns (whole vectors) accumulated in a local buffer (cache_write, or the fused epilogue's block),
-over K unrolled by `tile_k`; the (batch, column block, row block) loops are fused and run in
-parallel, and the panel packing runs in parallel over panels. Batch-1 dense is a matrix-vector
-product instead (`schedule_gemv_with`).
+over K unrolled by `tile_k`; the (batch, column block) loops run in parallel, with the row blocks
+inside each (or fused into the parallel loop when there are few column blocks), and the panel
+packing runs in parallel over panels. Batch-1 dense is a matrix-vector product instead
+(`schedule_gemv_with`).
 
 Vector width and register budget come from the current target (`tl.Target.current()`): the block
-may hold as many accumulators as the target has vector registers besides the loaded B vectors and
+may hold as many accumulators as the target has vector registers besides the loaded B vectors,
 the broadcast A value and one spare (with AVX2's 16: 6 rows x 2 vectors + 2 + 2, the fallback).
 """
 
