@@ -221,3 +221,19 @@ def test_topi_fallback_schedules_follow_the_target(spec, op):
     result = np.zeros(shape_of(out), "float32")
     f(*arrays, result)
     assert_close(result, reference(*arrays), reduction)
+
+
+@pytest.mark.filterwarnings("ignore:workload")
+@pytest.mark.parametrize("dtype, out_dtype, lanes", [("int8", "int32", 8), ("float64", None, 4)])
+def test_gemm_panels_are_one_vector_of_the_accumulation_dtype(dtype, out_dtype, lanes):
+    """int8 inputs accumulate in int32: panels of 8 int32 lanes on AVX2, not 32 int8 lanes."""
+    with tl.Target(HASWELL):
+        d, w = tl.placeholder((13, 31), dtype, name="d"), tl.placeholder((19, 31), dtype, name="w")
+        out = nn.dense(d, w, out_dtype=out_dtype)
+        f = tl.build(x86.schedule_dense(out), [d, w, out])
+    assert _packed_width(out) == lanes
+    rng = np.random.default_rng(2)
+    a, b = (rng.integers(-8, 9, size=s).astype(dtype) for s in ((13, 31), (19, 31)))
+    result = np.zeros((13, 19), out.dtype)
+    f(a, b, result)
+    np.testing.assert_array_equal(result, a.astype(out.dtype) @ b.astype(out.dtype).T)

@@ -21,11 +21,12 @@ from .utils import check_same_dim, check_tensor, json_args, pack_width, static_d
 
 
 def pack_panels(
-    batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str
+    batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str,
+    width: int,
 ) -> tl.Tensor:
     """(*batch, ceil(n/w), k, w) with packed[..., jo, kk, ji] = read(*b, jo * w + ji, kk),
-    zero past column n; w is one vector of `dtype` on the current target."""
-    width = pack_width(dtype)
+    zero past column n; w (`width`) is one vector of the product's accumulation dtype on the
+    current target, so that one panel row is one accumulator's worth of columns."""
     static_n = static_dim(n)
     blocks = (n + width - 1) // width  # type: ignore[operator]
     zero = tl.const(0, dtype)
@@ -74,7 +75,8 @@ def dense(
     m, k = _shape(data)
     n = _shape(weight)[0]
     dtype = out_dtype or data.dtype
-    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack")
+    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack",
+                         pack_width(dtype))
     rk = tl.reduce_axis((0, k), name="k")
     out = tl.compute(
         (m, n),
@@ -144,7 +146,8 @@ def _product(
         return b[(*lead, j, kk)] if transpose_b else b[(*lead, kk, j)]
 
     packed = pack_panels(
-        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack"
+        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack",
+        pack_width(dtype),
     )
     rk = tl.reduce_axis((0, ka), name="k")
     tag = "matmul" if nb == 0 else "batch_matmul"
