@@ -40,12 +40,14 @@ def define_conv_space(cfg, in_channels: int, oc_vectors: int, out_w: int, lanes:
     `tile_oc` kernel vectors and broadcasts one input value)."""
     cfg.define_split("tile_ic", in_channels, num_outputs=2)
     cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= oc_vectors])
-    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose",
-                     max_factor=accumulator_budget(1))
+    # Every block width up to the budget: the loop partitioner peels a partial last block, so
+    # non-divisors (e.g. 6 x 2 vectors = AVX2's 12 accumulators on a 56-wide row) are cheap.
+    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="candidate",
+                     candidate=[[-1, w] for w in range(1, min(out_w, accumulator_budget(1)) + 1)])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
         cfg.fallback_split("tile_ic", [-1, _largest_divisor(in_channels, lanes)])
-        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w, accumulator_budget(1))])
+        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w, (accumulator_budget(1) + 1) // 2)])
     elif cfg["tile_ow"].size[-1] * (oc := cfg["tile_oc"].val) > accumulator_budget(oc):
         cfg.raise_error("register block larger than the register file")
 
@@ -54,10 +56,12 @@ def _largest_divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
-def _fallback_ow(out_w: int, budget: int) -> int:
-    """A register block of up to 16 columns (of one vector each) within the accumulator
-    budget; an exact divisor of the width when there is a good one."""
-    limit = min(16, budget)
+def _fallback_ow(out_w: int, limit: int) -> int:
+    """A register block of up to `limit` columns of one vector (the fallback passes half the
+    accumulator budget: with the kernel columns unrolled, the broadcast inputs that neighbouring
+    columns share stay live as well; 7 columns beat 8 on AVX2, 14 is right for AVX-512); an
+    exact divisor of the width when there is a good one."""
+    limit = min(16, limit)
     exact = _largest_divisor(out_w, limit)
     return exact if exact >= limit // 2 - 1 or exact == out_w else min(out_w, limit)
 
