@@ -64,6 +64,14 @@ class SimulatedAnnealing:
         self.rng = np.random.default_rng(seed)
         self._points: np.ndarray | None = None
 
+    def start_from(self, indices: Iterable[int]) -> None:
+        """Move the first chains to `indices` (e.g. the best configs measured so far, the
+        fallback among them), so the search explores around known good configs too."""
+        starts = np.asarray([int(i) for i in indices][: self.n_chains], dtype=np.int64)
+        if self._points is None or len(self._points) != self.n_chains:
+            self._points = self.space.sample(self.rng, self.n_chains)
+        self._points[: len(starts)] = starts
+
     def _scores(self, score_fn: ScoreFn, points: np.ndarray) -> np.ndarray:
         scores = np.asarray(score_fn(points), dtype=float)
         if self.space._filters:

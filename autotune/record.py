@@ -1,20 +1,25 @@
 """Tuning logs: one JSON object per line per measurement, and picking the best from them.
 
-The last stage of tuning and the first of deployment. A line holds the format version, the
-workload, the target, the config (index and readable knob values), the result and the feature
-version. Lines are flushed as they are written so an interrupted run loses at most the line it
-was writing; a reader skips such a broken line with a warning. Never pickle: logs are read by
-later versions and by people.
+The last stage of tuning and the first of deployment. A line holds the format version, the workload,
+the target (as given, and the CPU signature it resolved to: name, vector width, FMA), the config
+(index and readable knob values), the result and the feature version. A record is applied only on a
+target with the same CPU signature: a config tuned for AVX-512 is not what an AVX2 machine should
+run. Lines are flushed as they are written so an interrupted run loses at most the line it was
+writing; a reader skips such a broken line with a warning. Never pickle: logs are read by later
+versions and by people.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from tensorlang.codegen.target import Target
 
 from .features import FEATURE_VERSION
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
@@ -34,6 +39,8 @@ class Record:
         knobs: readable knob values, name -> value.
         result: the measurement.
         feature_version: the feature version of the run that wrote it.
+        cpu: the CPU signature of the target (`tl.Target.cpu_signature`, e.g.
+            "haswell avx2-256 fma"); empty in logs written before it was recorded.
     """
 
     workload: list[Any]
@@ -42,6 +49,13 @@ class Record:
     knobs: dict[str, Any]
     result: MeasureResult
     feature_version: int = FEATURE_VERSION
+    cpu: str = ""
+
+    @property
+    def cpu_signature(self) -> str:
+        """The CPU the record was measured for; for an old record without one, what its
+        target string means on this machine."""
+        return self.cpu or target_signature(self.target)
 
     @property
     def key(self) -> str:
@@ -66,6 +80,7 @@ def encode(inp: MeasureInput, result: MeasureResult) -> str:
             "version": LOG_FORMAT_VERSION,
             "workload": inp.task.workload,
             "target": inp.task.target,
+            "cpu": inp.task.compile_target.cpu_signature,
             "config": inp.config.to_json(),
             "result": {
                 "costs": list(result.costs),
@@ -109,6 +124,7 @@ def decode(line: str) -> Record:
             knobs=dict(obj["config"].get("knobs", {})),
             result=result,
             feature_version=int(obj.get("feature_version", FEATURE_VERSION)),
+            cpu=str(obj.get("cpu", "")),
         )
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"not a tuning record: {err}") from None
@@ -192,22 +208,53 @@ def _as_records(path_or_records: str | os.PathLike[str] | Iterable[Record]) -> l
     return records
 
 
+@functools.cache
+def target_signature(target: str) -> str:
+    """The CPU signature of a target string on this machine ("llvm" means the host)."""
+    return Target(target).cpu_signature
+
+
 class ApplyHistoryBest:
     """Inside this context, templates called directly use the best logged config of their
-    workload (for the same target, else the best on any target); others use the fallback."""
+    workload for the current target's CPU signature (`tl.Target.current()`); others use the
+    fallback. A record tuned for another CPU (say AVX-512, while building for
+    `-mcpu=haswell`) is not applied, and the fallback warning names both targets, unless
+    `allow_other_targets=True`: then the best record of any target applies, with one warning
+    per pair of targets."""
 
-    def __init__(self, path_or_records: str | os.PathLike[str] | Iterable[Record]):
-        self.best = best_records(_as_records(path_or_records))
+    def __init__(self, path_or_records: str | os.PathLike[str] | Iterable[Record],
+                 allow_other_targets: bool = False):
+        self.allow_other_targets = allow_other_targets
+        self.best: dict[tuple[str, str], Record] = {}
         self._any_target: dict[str, Record] = {}
-        for (key, _), rec in self.best.items():
-            if key not in self._any_target or rec.result.mean < self._any_target[key].result.mean:
-                self._any_target[key] = rec
+        for rec in best_records(_as_records(path_or_records)).values():
+            for table, key in ((self.best, (rec.key, rec.cpu_signature)),
+                               (self._any_target, rec.key)):
+                if key not in table or rec.result.mean < table[key].result.mean:
+                    table[key] = rec
+        self._warned: set[tuple[str, str]] = set()
         self._context: Iterator[Any] | None = None
 
-    def query(self, workload_key: str, target: str) -> tuple[int, dict[str, Any]] | None:
-        """The best config for this workload and target as (index, readable knobs), or None."""
-        rec = self.best.get((workload_key, target)) or self._any_target.get(workload_key)
+    def query(self, workload_key: str, target: Target) -> tuple[int, dict[str, Any]] | None:
+        """The best config for this workload on `target`'s CPU as (index, readable knobs), or
+        None (also when only records of other targets exist and they are not allowed)."""
+        rec = self.best.get((workload_key, target.cpu_signature))
+        if rec is None and self.allow_other_targets:
+            rec = self._any_target.get(workload_key)
+            if rec is not None and (rec.cpu_signature, str(target)) not in self._warned:
+                self._warned.add((rec.cpu_signature, str(target)))
+                warnings.warn(f"applying a config tuned for {_describe(rec)} to target "
+                              f"'{target}' ({target.cpu_signature})", stacklevel=4)
         return (rec.config_index, rec.knobs) if rec is not None else None
+
+    def miss_reason(self, workload_key: str, target: Target) -> str | None:
+        """Why `query` found nothing although the log has the workload, or None."""
+        rec = self._any_target.get(workload_key)
+        if rec is None or self.query(workload_key, target) is not None:
+            return None
+        return (f"the log's config was tuned for {_describe(rec)}, not for target '{target}' "
+                f"({target.cpu_signature}); apply_history_best(..., allow_other_targets=True) "
+                "applies it anyway")
 
     def __enter__(self) -> ApplyHistoryBest:
         self._context = dispatch_context(self)
@@ -220,15 +267,23 @@ class ApplyHistoryBest:
         self._context = None
 
 
+def _describe(rec: Record) -> str:
+    return f"target '{rec.target}' ({rec.cpu_signature})"
+
+
 def apply_history_best(
     path_or_records: str | os.PathLike[str] | Iterable[Record],
+    allow_other_targets: bool = False,
 ) -> ApplyHistoryBest:
-    """A context manager in which templates instantiate with the best config of a log.
+    """A context manager in which templates instantiate with the best config of a log for the
+    current target.
 
     Args:
         path_or_records: a JSON-lines log file or a list of `Record`s.
+        allow_other_targets: also apply records tuned for another CPU signature (vector width,
+            FMA, CPU name) when the current target has none, with a warning naming both.
     """
-    return ApplyHistoryBest(path_or_records)
+    return ApplyHistoryBest(path_or_records, allow_other_targets)
 
 
 @dataclass(frozen=True)
@@ -253,7 +308,7 @@ def merge(paths: Iterable[str | os.PathLike[str]],
         ValueError: an input is not a text file (e.g. a plot given by mistake).
     """
     lines = broken = 0
-    best: dict[tuple[str, str], tuple[Record, str]] = {}
+    best: dict[tuple[str, str, str], tuple[Record, str]] = {}
     for path in paths:
         with open(path, encoding="utf-8") as f:
             try:
@@ -266,7 +321,7 @@ def merge(paths: Iterable[str | os.PathLike[str]],
                     except ValueError:
                         broken += 1
                         continue
-                    key = (rec.key, rec.target)
+                    key = (rec.key, rec.target, rec.cpu_signature)
                     if rec.result.ok and (key not in best
                                           or rec.result.mean < best[key][0].result.mean):
                         best[key] = (rec, line.strip())

@@ -536,6 +536,23 @@ class ConfigSpace(_KnobDefiner):
                     out[k] = rng.integers(0, self.range_length)
         return out
 
+    def find(self, knobs: Mapping[str, Any]) -> ConfigEntity | None:
+        """The valid config whose knobs take these readable values (as in logs: name -> JSON
+        value), or None when a knob is missing, a value is not a candidate or the config is
+        filtered out."""
+        digits = []
+        for name, knob in self.knobs.items():
+            if name not in knobs:
+                return None
+            wanted = json.dumps(knobs[name])
+            digit = next((d for d, e in enumerate(knob.entities)
+                          if json.dumps(e.to_json()) == wanted), None)
+            if digit is None:
+                return None
+            digits.append(digit)
+        index = self.knob2point(digits)
+        return self.get(index) if self.is_valid(index) else None
+
     def __iter__(self) -> Iterator[ConfigEntity]:
         for i in self.valid_indices():
             yield self.get(int(i))
@@ -637,6 +654,11 @@ class FallbackConfig(ConfigSpace):
 
     def __getitem__(self, name: str) -> Entity:
         return self._chosen[name]
+
+    def knob_values(self) -> dict[str, Any]:
+        """The readable value each knob takes, name -> JSON value (as `ConfigEntity.to_json`
+        gives them), for finding this config in a space."""
+        return {name: e.to_json() for name, e in self._chosen.items()}
 
     def raise_error(self, msg: str) -> None:
         """Ignored: the fallback must always produce a schedule."""

@@ -5,6 +5,9 @@ compute and a schedule driven by a config; `create_task` runs it once in space-d
 collect its `ConfigSpace` and flop count; `Task.instantiate(config)` runs it again on one config.
 The config reaches the template through `get_config()` (a context variable, so concurrent
 instantiations in threads do not see each other's config) or as an explicit first `cfg` argument.
+Every instantiation of a task runs inside its target's scope (`with tl.Target(task.target)`), so
+the schedules it builds, and the builds and measurements of the tuner, see that CPU's vector
+width, registers and caches.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tensorlang.arith import const_value
+from tensorlang.codegen.target import Target
 from tensorlang.expr import Binary, BinaryOp, Call, Reduce, TensorRead
 from tensorlang.schedule import Schedule
 from tensorlang.tensor import ComputeOp, Tensor
@@ -33,15 +37,12 @@ Config = ConfigSpace | ConfigEntity | FallbackConfig
 _current_config: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
     "autotune_config", default=None
 )
-_current_target: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "autotune_target", default="llvm"
-)
 
 
 class DispatchContext(Protocol):
     """Where directly called templates look for a tuned config (see `apply_history_best`)."""
 
-    def query(self, workload_key: str, target: str) -> tuple[int, dict[str, Any]] | None:
+    def query(self, workload_key: str, target: Target) -> tuple[int, dict[str, Any]] | None:
         """The best config recorded for this workload and target, as (index, readable knob
         values), or None."""
 
@@ -67,18 +68,22 @@ def get_config() -> Config:
 
 
 def current_target() -> str:
-    """The target string of the task being instantiated ("llvm" outside a task)."""
-    return _current_target.get()
+    """The current target as a string: the task's while a template is instantiated for a task,
+    else `tl.Target.current()` ("llvm", the host, outside any scope)."""
+    return str(Target.current())
 
 
 @contextlib.contextmanager
-def _use_config(cfg: Config, target: str) -> Iterator[None]:
+def _use_config(cfg: Config, target: str | Target | None) -> Iterator[None]:
+    """`cfg` as the config and `target` (None: keep the current one) as the current target."""
     token = _current_config.set(cfg)
-    target_token = _current_target.set(target)
     try:
-        yield
+        if target is None:
+            yield
+        else:
+            with target if isinstance(target, Target) else Target(target):
+                yield
     finally:
-        _current_target.reset(target_token)
         _current_config.reset(token)
 
 
@@ -136,16 +141,18 @@ class Template:
         self._lock = threading.Lock()
         functools.update_wrapper(self, func)
 
-    def run(self, cfg: Config, args: Sequence[Any], target: str = "llvm") -> Any:
-        """Run the template function on `args` with `cfg` as its config."""
+    def run(self, cfg: Config, args: Sequence[Any], target: str | Target | None = None) -> Any:
+        """Run the template function on `args` with `cfg` as its config, inside the scope of
+        `target` (None: the current target)."""
         with _use_config(cfg, target):
             if self.takes_cfg:
                 return self.func(cfg, *args)
             return self.func(*args)
 
-    def space_for(self, args: Sequence[Any], target: str = "llvm") -> ConfigSpace:
-        """The config space of this template on `args` (computed once per workload)."""
-        key = workload_key(make_workload(self.name, args))
+    def space_for(self, args: Sequence[Any], target: Target) -> ConfigSpace:
+        """The config space of this template on `args` for `target` (computed once per workload
+        and target: knob ranges depend on the vector width and register count)."""
+        key = workload_key(make_workload(self.name, args)) + "@" + str(target)
         with self._lock:
             space = self._spaces.get(key)
         if space is None:
@@ -157,14 +164,14 @@ class Template:
 
     def __call__(self, *args: Any) -> Any:
         config = query_config(self.name, args)
-        return self.run(config, args, current_target())
+        return self.run(config, args)
 
     def __repr__(self) -> str:
         return f"<autotune template {self.name!r}>"
 
 
 _REGISTRY: dict[str, Template] = {}
-_warned_fallback: set[str] = set()
+_warned_fallback: set[tuple[str, str]] = set()
 
 
 def template(name: str) -> Callable[[Callable[..., Any]], Template]:
@@ -200,25 +207,31 @@ def get_template(name: str) -> Template:
 
 def query_config(name: str, args: Sequence[Any]) -> ConfigEntity | FallbackConfig:
     """The config a direct call of template `name` on `args` uses: the best one of the current
-    `apply_history_best` context, else a fallback config (with a one-time warning)."""
+    `apply_history_best` context for the current target, else a fallback config (with a
+    one-time warning)."""
     workload = make_workload(name, args)
     key = workload_key(workload)
-    target = current_target()
+    target = Target.current()
     context = _dispatch.get()
     found = context.query(key, target) if context is not None else None
-    reason = "no tuned config"
     if found is not None:
         index, knobs = found
         space = get_template(name).space_for(args, target)
         config = space.get(index) if index < space.range_length else None
-        if config is not None and config.matches(knobs):
+        if config is None or not config.matches(knobs):
+            # Another target's space, or another version of the template: same knobs?
+            config = space.find(knobs) if knobs else None
+        if config is not None:
             return config
         # The template changed since the log was written: its index means another config now.
         reason = "the logged config does not exist in the current template's space"
-    if key not in _warned_fallback:
-        _warned_fallback.add(key)
+    else:
+        explain = getattr(context, "miss_reason", None)
+        reason = (explain(key, target) if explain is not None else None) or "no tuned config"
+    if (key, reason) not in _warned_fallback:
+        _warned_fallback.add((key, reason))
         warnings.warn(
-            f"{reason} for workload {key}; using the fallback config (tune it and use "
+            f"workload {key}: {reason}; using the fallback config (tune it and use "
             "autotune.apply_history_best for speed)",
             stacklevel=3,
         )
@@ -291,7 +304,8 @@ class Task:
     Attributes:
         name: the template name.
         args: the template arguments (tuples where the template was given tuples).
-        target: the target string, e.g. "llvm".
+        target: the target string, e.g. "llvm" (this host) or "llvm -mcpu=haswell".
+        compile_target: the parsed `tl.Target`, whose scope every instantiation enters.
         config_space: the `ConfigSpace` of this workload.
         flop: floating-point operations of one run (declared with add_flop, else counted).
         workload: `[name, [args...]]`, JSON-serialisable.
@@ -300,15 +314,16 @@ class Task:
     recreate tasks from templates that travel by value and are not registered there).
     """
 
-    def __init__(self, name: str, args: Sequence[Any], target: str = "llvm",
+    def __init__(self, name: str, args: Sequence[Any], target: str | Target = "llvm",
                  template: Template | None = None):
         self.template = template if template is not None else get_template(name)
         self.name = name
         self.workload = make_workload(name, args)
         self.args = tuple(_from_json_value(a) for a in self.workload[1])
-        self.target = str(target)
+        self.compile_target = Target(target)
+        self.target = str(self.compile_target)
         self.config_space = ConfigSpace()
-        out = self.template.run(self.config_space, self.args, self.target)
+        out = self.template.run(self.config_space, self.args, self.compile_target)
         _, tensors = _check_template_output(name, out)
         self.flop = self.config_space.flop or count_flop(tensors)
 
@@ -325,7 +340,16 @@ class Task:
         """
         if not isinstance(config, ConfigEntity):
             config = self.config_space.get(config)
-        return _check_template_output(self.name, self.template.run(config, self.args, self.target))
+        return _check_template_output(
+            self.name, self.template.run(config, self.args, self.compile_target))
+
+    def fallback_config(self) -> ConfigEntity | None:
+        """The config of this task's space that the template's fallback picks (what a direct
+        call without tuned records builds), or None when the fallback lies outside the space.
+        Tuners measure it first, so tuning never ends below the untuned schedule."""
+        fallback = FallbackConfig()
+        self.template.run(fallback, self.args, self.compile_target)
+        return self.config_space.find(fallback.knob_values())
 
     def __repr__(self) -> str:
         return (f"Task({self.name}, args={self.workload[1]}, target={self.target!r}, "
@@ -341,7 +365,7 @@ def _check_template_output(name: str, out: Any) -> tuple[Any, list[Any]]:
     return s, list(tensors)
 
 
-def create_task(name: str, args: Sequence[Any], target: str = "llvm") -> Task:
+def create_task(name: str, args: Sequence[Any], target: str | Target = "llvm") -> Task:
     """A task of template `name` on `args` (a tuple of JSON-serialisable values) for `target`."""
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"create_task {name!r}: args must be a tuple, got {type(args).__name__}")

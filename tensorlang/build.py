@@ -18,10 +18,13 @@ from .tensor import Tensor
 def build(
     s_or_module: Schedule | IRModule | PrimFunc,
     args: Sequence[Tensor] | None = None,
-    target: str | Target | None = "llvm",
+    target: str | Target | None = None,
     name: str = "main",
 ) -> Module:
     """Compile a schedule (with its `args`), a lowered IRModule or a PrimFunc for `target`.
+
+    Without a target it compiles for the current one (`with tl.Target(...):`, else the host);
+    an explicit target wins over the scope.
 
     Returns:
         A `Module`: call it with arrays for the args, in order; outputs are written in place.

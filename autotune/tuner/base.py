@@ -2,8 +2,10 @@
 
 A tuner only has to say which configs to try next (`next_batch`) and what to learn from results
 (`update`); the loop, callbacks, early stopping, history loading and the bookkeeping of the best
-config live here. Measurement is anything with the `Measurer` interface, or a plain function
-`measure(inputs) -> results` (handy for tests and simulations).
+config live here. Every tuner measures the task's fallback config first (what the template builds
+untuned), so a run never ends with a config slower than the untuned schedule as its best.
+Measurement is anything with the `Measurer` interface, or a plain function `measure(inputs) ->
+results` (handy for tests and simulations).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Tuner:
         visited: indices proposed so far (never proposed again).
         best_config, best_result, best_flops: the fastest config measured (or loaded).
         trial_count: measurements seen by `update`.
+        fallback: the task's fallback config, measured first (None when outside the space).
     """
 
     #: Features the builders should compute along the way (None: the tuner needs none).
@@ -74,6 +77,7 @@ class Tuner:
         self.best_flops = 0.0
         self.trial_count = 0
         self._best_trial = 0
+        self.fallback = task.fallback_config()
 
     # -- what subclasses implement ------------------------------------------------------------
 
@@ -117,7 +121,12 @@ class Tuner:
         return out
 
     def _propose(self, n: int) -> list[ConfigEntity]:
-        batch = self.next_batch(n) if self.has_next() else []
+        batch: list[ConfigEntity] = []
+        if n > 0 and self.fallback is not None and self.fallback.index not in self.visited:
+            batch.append(self.fallback)  # the baseline every run must beat comes first
+            self.visited.add(self.fallback.index)
+        if len(batch) < n and self.has_next():
+            batch += self.next_batch(n - len(batch))
         for c in batch:
             self.visited.add(c.index)
         return batch
@@ -190,14 +199,15 @@ class Tuner:
     # -- history --------------------------------------------------------------------------------
 
     def load_history(self, records: Iterable[Record]) -> None:
-        """Learn from logged measurements: those of this task's workload and target are marked
-        as visited and count towards the best; model-based tuners also learn from the others
+        """Learn from logged measurements: those of this task's workload and CPU signature are
+        marked as visited and count towards the best; model-based tuners also learn from the others
         (other shapes of the same template) to start from a better model."""
         own_inputs: list[MeasureInput] = []
         own_results: list[MeasureResult] = []
         others: list[Record] = []
         for r in records:
-            if r.key == self.task.key and r.target == self.task.target:
+            own_cpu = r.cpu_signature == self.task.compile_target.cpu_signature
+            if r.key == self.task.key and own_cpu:
                 if 0 <= r.config_index < self.space.range_length:
                     config = self.space.get(r.config_index)
                     if config.matches(r.knobs):  # else logged by another template version

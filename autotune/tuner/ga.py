@@ -32,7 +32,9 @@ class GATuner(Tuner):
         self.mutation_prob = mutation_prob
         self.fitness: dict[int, float] = {}
         self._queue: list[int] = self._random_unvisited(self.pop_size)
-        self._generation = list(self._queue)
+        # The fallback (measured first by the base loop) belongs to the first generation.
+        seed = [self.fallback.index] if self.fallback is not None else []
+        self._generation = seed + [i for i in self._queue if i not in seed]
 
     def next_batch(self, n: int) -> list[ConfigEntity]:
         out: list[ConfigEntity] = []

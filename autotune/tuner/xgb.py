@@ -22,6 +22,9 @@ from ..space import ConfigEntity
 from ..task import Task, create_task
 from .base import Tuner
 
+#: Annealing chains restarted from the fastest measured configs at each model fit.
+_SEED_CHAINS = 4
+
 
 class XGBTuner(Tuner):
     """Tuner driven by an XGBoost cost model.
@@ -131,6 +134,10 @@ class XGBTuner(Tuner):
             return
         self.model.fit(xs, ys, groups)
         self._since_fit = 0
+        start_from = getattr(self.explorer, "start_from", None)
+        if start_from is not None:  # a few chains continue from the fastest configs measured
+            order = np.argsort(-np.asarray(self.ys), kind="stable")[:_SEED_CHAINS]
+            start_from(self.xs_index[k] for k in order if self.ys[k] > 0)
         ratio = self.diversity_filter_ratio or 1.0
         wanted = int(self.plan_size * ratio)
         candidates = self.explorer.find_maximums(self._score, wanted, self.visited)

@@ -1,17 +1,22 @@
 """Compilation targets: parse `"llvm -mcpu=NAME -mattr=+avx2,..."` and describe the CPU.
 
-The codegen reads the vector width from here and the JIT asks for the LLVM TargetMachine. Without
-`-mcpu` the host CPU is detected, because LLVM's default (generic x86-64) emits SSE code at a
-quarter of the speed of AVX-512.
+The one place that knows the CPU: the codegen reads the vector width from here, the JIT asks for
+the LLVM TargetMachine, and schedules read vector lanes, the vector register count, FMA and cache
+sizes of the *current* target (`with tl.Target(...):`, `Target.current()`; the host when no scope
+is entered) instead of holding constants. Without `-mcpu` the host CPU is detected, because
+LLVM's default (generic x86-64) emits SSE code at a quarter of the speed of AVX-512.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+from typing import Literal, overload
 
 import llvmlite.binding as llvm
 
-from ..dtype import DType
+from ..dtype import DType, as_dtype
+from .cpuinfo import CacheSizes, caches_for_cpu, host_caches
 
 # CPUs that LLVM knows with AVX-512 / AVX2, for a `-mcpu` given without `-mattr`.
 _AVX512_CPUS = frozenset(
@@ -24,10 +29,20 @@ _AVX2_CPUS = frozenset(
     "znver1 znver2 znver3 bdver4 x86-64-v3".split()
 )
 
+# The targets entered with `with Target(...)`, innermost last. A context variable, so every
+# thread (and asyncio task) has its own scope: a thread started without one sees the host.
+_scope: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar(
+    "tensorlang_target_scope", default=()
+)
+
 
 class Target:
     """A code generation target, e.g. `Target("llvm")` (this host) or
     `Target("llvm -mcpu=skylake-avx512 -mattr=+avx512f")`.
+
+    `with Target("llvm -mcpu=haswell"):` makes it the current target (`Target.current()`) for
+    the block: topi schedules and templates size their vectors and register blocks from it, and
+    `tl.build` without a target compiles for it. Scopes nest and are per thread.
 
     Attributes:
         mcpu: the LLVM CPU name (the host's when not given).
@@ -87,6 +102,37 @@ class Target:
     def __hash__(self) -> int:
         return hash(self._text)
 
+    # -- the current-target scope ------------------------------------------------------------
+
+    @overload
+    @staticmethod
+    def current(allow_none: Literal[False] = False) -> Target: ...
+
+    @overload
+    @staticmethod
+    def current(allow_none: bool) -> Target | None: ...
+
+    @staticmethod
+    def current(allow_none: bool = False) -> Target | None:
+        """The innermost target entered with `with Target(...)` in this thread; outside any
+        scope the host (or None when `allow_none`, as TVM's `Target.current(allow_none=True)`)."""
+        stack = _scope.get()
+        if stack:
+            return stack[-1]
+        return None if allow_none else host_target()
+
+    def __enter__(self) -> Target:
+        _scope.set((*_scope.get(), self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = _scope.get()
+        if not stack or stack[-1] is not self:
+            raise RuntimeError(f"target scope of {self} exited out of order")
+        _scope.set(stack[:-1])
+
+    # -- what schedules need to know ----------------------------------------------------------
+
     def _has(self, feature: str) -> bool | None:
         """Whether `feature` is on in the effective feature string (None when it is not named)."""
         state = None
@@ -109,9 +155,40 @@ class Target:
                     return 256
         return 128
 
-    def vector_lanes(self, dtype: DType) -> int:
-        """How many elements of `dtype` fill one SIMD register."""
-        return max(1, self.vector_bits // (dtype.itemsize * 8))
+    def vector_lanes(self, dtype: DType | str = "float32") -> int:
+        """How many elements of `dtype` fill one SIMD register (16 float32 with AVX-512, 8 with
+        AVX2, 4 with SSE)."""
+        return max(1, self.vector_bits // (as_dtype(dtype).itemsize * 8))
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural SIMD registers: 32 with AVX-512 (zmm0-31), 16 with AVX/AVX2 or SSE on
+        x86-64. A register block of accumulators must leave a few for operands."""
+        return 32 if self.vector_bits == 512 else 16
+
+    @property
+    def has_fma(self) -> bool:
+        """Whether fused multiply-add instructions exist (every AVX2 and AVX-512 CPU that LLVM
+        names; an explicit `-mattr=-fma` turns it off)."""
+        state = self._has("fma")
+        if state is not None:
+            return state
+        return self._explicit_cpu and (self.mcpu in _AVX2_CPUS or self.mcpu in _AVX512_CPUS)
+
+    @property
+    def caches(self) -> CacheSizes:
+        """L1d / L2 / L3 sizes in bytes: read from the OS for the host, the typical sizes of the
+        family for a CPU named with `-mcpu` (tensorlang.codegen.cpuinfo.CACHE_DEFAULTS)."""
+        if self._explicit_cpu:
+            return caches_for_cpu(self.mcpu)
+        return host_caches(self.mcpu)
+
+    @property
+    def cpu_signature(self) -> str:
+        """What tuned configs depend on, as text: CPU name, vector width and FMA (e.g.
+        "haswell avx2-256 fma"). Logs store it; a record applies where the signature matches."""
+        isa = {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")
+        return f"{self.mcpu} {isa}-{self.vector_bits}{' fma' if self.has_fma else ''}"
 
     def function_attributes(self) -> str:
         """The LLVM function attributes that make the generated code use this CPU fully."""
@@ -143,10 +220,16 @@ def _target_machine(cpu: str, features: str, pic: bool) -> llvm.TargetMachine:
     )
 
 
+@functools.cache
+def host_target() -> Target:
+    """`Target("llvm")`: this machine's CPU and features (detected once)."""
+    return Target("llvm")
+
+
 def as_target(value: Target | str | None) -> Target:
-    """A Target from a Target, a target string, or None (this host)."""
+    """A Target from a Target, a target string, or None (the current target)."""
     if value is None:
-        return Target("llvm")
+        return Target.current()
     if isinstance(value, Target):
         return value
     if isinstance(value, str):

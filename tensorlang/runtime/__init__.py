@@ -15,7 +15,8 @@ from .threadpool import get_num_threads, set_num_threads
 
 
 def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
-    """Compile a lowered PrimFunc for `target` (default: this host) into a callable Module.
+    """Compile a lowered PrimFunc for `target` (default: the current target) into a callable
+    Module.
 
     Raises:
         TypeError: `func` is not a PrimFunc or `target` is not a target.

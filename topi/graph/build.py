@@ -44,13 +44,12 @@ def as_target(target: str | tl.Target) -> tl.Target:
 @contextlib.contextmanager
 def tuning_context(log_file: str | os.PathLike[str] | None,
                    target: tl.Target) -> Iterator[None]:
-    """Inside: the target's scope (when tl.Target is a context manager) and the best configs of
+    """Inside: the target's scope and the best configs of
     `log_file`; the per-workload fallback warnings are silenced (`build` summarises them)."""
     if log_file is not None and not os.path.exists(log_file):
         raise FileNotFoundError(f"tuning log {str(log_file)!r} does not exist")
     records = autotune.load_records(log_file) if log_file is not None else []
-    scope = target if hasattr(target, "__enter__") else contextlib.nullcontext()
-    with scope, autotune.apply_history_best(records), warnings.catch_warnings():
+    with target, autotune.apply_history_best(records), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=FALLBACK_MESSAGE)
         yield
 

@@ -58,15 +58,15 @@ from .reduction import max, mean, min, sum
 from .slicing import split, strided_slice, take
 from .softmax import layer_norm, log_softmax, softmax
 from .transform import concatenate, pad, reshape, transpose
-from .utils import PACK_WIDTH, get_pad_tuple
+from .utils import get_pad_tuple, pack_width
 
 __all__ = [
-    "PACK_WIDTH", "add", "avg_pool2d", "batch_matmul", "batch_norm_inference", "bias_add",
+    "add", "avg_pool2d", "batch_matmul", "batch_norm_inference", "bias_add",
     "concatenate", "conv2d_nchw", "conv2d_nhwc", "dense", "depthwise_conv2d_nchw", "divide",
     "gelu", "get_pad_tuple", "global_avg_pool2d", "global_max_pool2d", "global_pool2d",
     "group_conv2d_nchw", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
-    "multiply", "pad", "pool2d", "relu", "reshape", "softmax", "subtract", "transpose",
-    "window_geometry",
+    "multiply", "pack_width", "pad", "pool2d", "relu", "reshape", "softmax", "subtract",
+    "transpose", "window_geometry",
     # reductions, slicing, math, adaptive pooling and the transposed convolution
     "abs", "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_pool2d", "cast", "clip",
     "conv2d_transpose_nchw", "erf", "exp", "gelu_tanh", "hard_sigmoid", "hard_swish", "log",

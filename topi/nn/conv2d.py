@@ -1,8 +1,9 @@
 """2-D convolution computes: NCHW (dense, depthwise, grouped) and NHWC.
 
 `conv2d_nchw` is written over a channel-blocked kernel: the kernel is packed to
-(K/16, C, R, S, 16) and the convolution produces (N, K/16, OH, OW, 16), which the tagged output
-stage reads back as NCHW. Packing is a pure layout change (any schedule may inline it), but it is
+(K/w, C, R, S, w) and the convolution produces (N, K/w, OH, OW, w), which the tagged output
+stage reads back as NCHW; w is one vector of the current target (`pack_width`: 16 float32 with
+AVX-512, 8 with AVX2). Packing is a pure layout change (any schedule may inline it), but it is
 what lets an x86 schedule hold a block of output channels in one vector register and load the
 matching kernel values with one contiguous load (shared/DESIGN.md, "Performance design").
 Every conv records its arguments in `attrs["workload"]`, the same tuple its "<op>.x86" tuning task
@@ -18,7 +19,6 @@ from tensorlang.expr import Expr
 
 from .transform import pad
 from .utils import (
-    PACK_WIDTH,
     PaddingLike,
     as_pair,
     ceil_div,
@@ -26,6 +26,7 @@ from .utils import (
     const_shape,
     get_pad_tuple,
     json_args,
+    pack_width,
 )
 
 
@@ -102,24 +103,25 @@ def conv2d_nchw(
     g = window_geometry("conv2d_nchw", (h, w), (r, s), stride, padding, dilation)
     dtype = _out_dtype(data, out_dtype)
     padded = _pad_nchw(data, g)
-    blocks = ceil_div(k, PACK_WIDTH)
+    width = pack_width(dtype)
+    blocks = ceil_div(k, width)
     zero = tl.const(0, kernel.dtype)
 
     def pack(ko: Expr, ci: Expr, ry: Expr, rx: Expr, ki: Expr) -> Expr:
-        read = kernel[ko * PACK_WIDTH + ki, ci, ry, rx]
-        if k % PACK_WIDTH == 0:
+        read = kernel[ko * width + ki, ci, ry, rx]
+        if k % width == 0:
             return read
-        return tl.if_then_else(ko * PACK_WIDTH + ki < k, read, zero)
+        return tl.if_then_else(ko * width + ki < k, read, zero)
 
     kernel_vec = tl.compute(
-        (blocks, c, r, s, PACK_WIDTH), pack, name="kernel_vec", tag="injective,kernel_pack"
+        (blocks, c, r, s, width), pack, name="kernel_vec", tag="injective,kernel_pack"
     )
     rc = tl.reduce_axis((0, c), name="rc")
     ry = tl.reduce_axis((0, r), name="ry")
     rx = tl.reduce_axis((0, s), name="rx")
     (sh, sw), (dh, dw) = g.stride, g.dilation
     conv = tl.compute(
-        (n, blocks, g.out_h, g.out_w, PACK_WIDTH),
+        (n, blocks, g.out_h, g.out_w, width),
         lambda b, ko, y, x, ki: tl.sum(
             padded[b, rc, y * sh + ry * dh, x * sw + rx * dw].astype(dtype)
             * kernel_vec[ko, rc, ry, rx, ki].astype(dtype),
@@ -131,7 +133,7 @@ def conv2d_nchw(
     workload = json_args((n, c, h, w), (k, c, r, s), stride, padding, dilation, dtype)
     return tl.compute(
         (n, k, g.out_h, g.out_w),
-        lambda b, ko, y, x: conv[b, ko // PACK_WIDTH, y, x, ko % PACK_WIDTH],
+        lambda b, ko, y, x: conv[b, ko // width, y, x, ko % width],
         name="conv2d_nchw",
         tag="conv2d_nchw",
         attrs={"workload": workload},

@@ -1,7 +1,8 @@
 """Matrix products: dense (x @ W^T + b), matmul (with transposes, batch broadcasting), batch_matmul.
 
 The 2-D and batched products read their right-hand operand through a packed copy of shape
-(..., N/16, K, 16): column panels one vector wide, contiguous along K. That is the GEMM recipe of
+(..., N/w, K, w): column panels one vector of the current target wide (w = `pack_width`: 16
+float32 with AVX-512, 8 with AVX2), contiguous along K. That is the GEMM recipe of
 shared/DESIGN.md: the inner loop loads one panel row per k with one vector load whatever the
 original layout (transposed or not), so one schedule serves every variant.
 The GEMM stage is tagged "dense", "matmul" or "batch_matmul"; a bias is a separate "broadcast"
@@ -16,30 +17,33 @@ import tensorlang as tl
 from tensorlang.expr import Expr
 
 from .elemwise import BROADCAST, broadcast_shape
-from .utils import PACK_WIDTH, check_same_dim, check_tensor, json_args, static_dim
+from .utils import check_same_dim, check_tensor, json_args, pack_width, static_dim
 
 
 def pack_panels(
-    batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str
+    batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str,
+    width: int,
 ) -> tl.Tensor:
-    """(*batch, ceil(n/16), k, 16) with packed[..., jo, kk, ji] = read(*b, jo * 16 + ji, kk),
-    zero past column n."""
+    """(*batch, ceil(n/w), k, w) with packed[..., jo, kk, ji] = read(*b, jo * w + ji, kk),
+    zero past column n; w (`width`) is one vector of the product's accumulation dtype on the
+    current target, so that one panel row is one accumulator's worth of columns."""
     static_n = static_dim(n)
-    blocks = (n + PACK_WIDTH - 1) // PACK_WIDTH  # type: ignore[operator]
+    blocks = (n + width - 1) // width  # type: ignore[operator]
     zero = tl.const(0, dtype)
-    guard = static_n is None or static_n % PACK_WIDTH != 0
+    guard = static_n is None or static_n % width != 0
 
     def f(*index: Expr) -> Expr:
         *b, jo, kk, ji = index
-        j = jo * PACK_WIDTH + ji
+        j = jo * width + ji
         value = read(*b, j, kk)
         return tl.if_then_else(j < n, value, zero) if guard else value
 
-    return tl.compute((*batch, blocks, k, PACK_WIDTH), f, name=name, tag="injective,panel_pack")
+    return tl.compute((*batch, blocks, k, width), f, name=name, tag="injective,panel_pack")
 
 
 def _panel_read(packed: tl.Tensor, *b: Expr, j: Expr, kk: Expr) -> Expr:
-    return packed[(*b, j // PACK_WIDTH, kk, j % PACK_WIDTH)]
+    width = static_dim(packed.shape[-1])
+    return packed[(*b, j // width, kk, j % width)]
 
 
 def _shape(t: tl.Tensor) -> tuple:
@@ -71,7 +75,8 @@ def dense(
     m, k = _shape(data)
     n = _shape(weight)[0]
     dtype = out_dtype or data.dtype
-    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack")
+    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack",
+                         pack_width(dtype))
     rk = tl.reduce_axis((0, k), name="k")
     out = tl.compute(
         (m, n),
@@ -141,7 +146,8 @@ def _product(
         return b[(*lead, j, kk)] if transpose_b else b[(*lead, kk, j)]
 
     packed = pack_panels(
-        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack"
+        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack",
+        pack_width(dtype),
     )
     rk = tl.reduce_axis((0, ka), name="k")
     tag = "matmul" if nb == 0 else "batch_matmul"

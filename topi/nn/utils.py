@@ -12,11 +12,15 @@ from collections.abc import Sequence
 import tensorlang as tl
 from tensorlang.arith import const_value
 
-#: Lanes of one float32 AVX-512 vector: the block of the packed operand layouts (conv2d output
-#: channels, GEMM columns), so that the innermost packed axis is exactly one vector.
-PACK_WIDTH = 16
-
 PaddingLike = int | str | Sequence[int]
+
+
+def pack_width(dtype: str) -> int:
+    """The block of the packed operand layouts (conv2d output channels, GEMM column panels):
+    the lanes of one `dtype` vector of the current target (`tl.Target.current()`: 16 float32
+    with AVX-512, 8 with AVX2, 4 with SSE), so that the innermost packed axis is exactly one
+    vector. Read when the compute is defined; schedules read it back from the packed shape."""
+    return tl.Target.current().vector_lanes(dtype)
 
 
 def as_pair(value: int | Sequence[int], name: str) -> tuple[int, int]:

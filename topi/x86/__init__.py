@@ -7,7 +7,7 @@ context for their workload, and an explicit fallback config otherwise.
 """
 
 from .argreduce import schedule_argmax, schedule_argmin, schedule_argreduce
-from .common import VECTOR_WIDTH, generic_schedule
+from .common import generic_schedule
 from .conv2d import schedule_conv2d_nchw
 from .conv2d_nhwc import schedule_conv2d_nhwc
 from .dense import schedule_batch_matmul, schedule_dense, schedule_matmul
@@ -66,7 +66,7 @@ TEMPLATES = (
 )
 
 __all__ = [
-    "TEMPLATES", "VECTOR_WIDTH", "generic_schedule", "schedule_add", "schedule_avg_pool2d",
+    "TEMPLATES", "generic_schedule", "schedule_add", "schedule_avg_pool2d",
     "schedule_batch_matmul", "schedule_batch_norm_inference", "schedule_bias_add",
     "schedule_broadcast", "schedule_concatenate", "schedule_conv2d_nchw", "schedule_conv2d_nhwc",
     "schedule_dense", "schedule_depthwise_conv2d_nchw", "schedule_divide", "schedule_elemwise",

@@ -1,5 +1,7 @@
-"""What every x86 schedule shares: walking the op graph, inlining injective stages, and the
-default loop structure of an injective or reduction stage (parallel outer loop, 16-lane vectors).
+"""What every x86 schedule shares: walking the op graph, inlining injective stages, the
+default loop structure of an injective or reduction stage (parallel outer loop, one-register
+vectors), and what the current target (`tl.Target.current()`) allows: vector lanes and the
+registers a register block may fill.
 """
 
 from __future__ import annotations
@@ -10,11 +12,23 @@ import tensorlang as tl
 from tensorlang.arith import const_value
 from tensorlang.expr import IterVar
 
-#: float32 lanes of one AVX-512 register.
-VECTOR_WIDTH = 16
-
 #: Tags of stages that only move or combine values elementwise and can be inlined into readers.
 INLINE_TAGS = ("elemwise", "broadcast", "injective", "injective,pad")
+
+
+def vector_lanes(dtype: str) -> int:
+    """Lanes of one `dtype` vector register of the current target (16 float32 with AVX-512, 8
+    with AVX2, 4 with SSE)."""
+    return tl.Target.current().vector_lanes(dtype)
+
+
+def accumulator_budget(loaded_vectors: int) -> int:
+    """Vector accumulators a register block may hold on the current target when each step
+    loads `loaded_vectors` vectors and broadcasts one scalar into a register: the target's
+    vector registers (32 with AVX-512, 16 with AVX2/SSE) minus those operands and one register
+    of slack for the next step's loads (without it LLVM spills accumulators in the hot loop of
+    an unrolled block)."""
+    return tl.Target.current().vector_registers - loaded_vectors - 2
 
 
 def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:
@@ -68,18 +82,20 @@ def fuse_parallel(s: tl.Schedule, stage_tensor: tl.Tensor | tl.Operation,
 
 
 def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
-    """Vectorize the innermost axis by 16 lanes and run the fused outer loops in parallel."""
+    """Vectorize the innermost axis by one vector of the target and run the fused outer loops in
+    parallel."""
     stage = s[t]
     axes = list(stage.op.axis)
     if not axes:
         return
+    width = vector_lanes(stage.op.output(0).dtype)
     inner = axes[-1]
     extent = static_extent(inner)
-    if extent is not None and extent <= VECTOR_WIDTH:
+    if extent is not None and extent <= width:
         stage.vectorize(inner)
         fuse_parallel(s, t, axes[:-1])
         return
-    outer, lanes = stage.split(inner, factor=VECTOR_WIDTH)
+    outer, lanes = stage.split(inner, factor=width)
     stage.vectorize(lanes)
     fuse_parallel(s, t, [*axes[:-1], outer])
 
@@ -96,10 +112,11 @@ def schedule_reduction_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> Non
         fuse_parallel(s, t, axes)
         return
     inner = axes[inner_pos]
-    if static_extent(inner) <= VECTOR_WIDTH:  # type: ignore[operator]
+    width = vector_lanes(stage.op.output(0).dtype)
+    if static_extent(inner) <= width:  # type: ignore[operator]
         outer_axes, lanes = axes[:inner_pos], inner
     else:
-        outer, lanes = stage.split(inner, factor=VECTOR_WIDTH)
+        outer, lanes = stage.split(inner, factor=width)
         outer_axes = [*axes[:inner_pos], outer]
     rest = axes[inner_pos + 1:]
     stage.reorder(*outer_axes, *reduce_axes, lanes, *rest)

@@ -1,10 +1,10 @@
 """x86 schedule and tuning template of conv2d_nhwc.
 
-In NHWC with an HWIO kernel the output channel is innermost in both the kernel and the output,
-so no packing is needed: a register block of `tile_ow` output columns x `tile_oc` vectors of 16
-channels accumulates over kernel rows, kernel columns (unrolled when `unroll_kw`) and input
-channels split by `tile_ic`; each step broadcasts one input value and loads kernel vectors
-directly. The (batch, output row) loops run in parallel.
+In NHWC with an HWIO kernel the output channel is innermost in both the kernel and the output, so no
+packing is needed: a register block of `tile_ow` output columns x `tile_oc` vectors of output
+channels (vectors of the current target) accumulates over kernel rows, kernel columns (unrolled when
+`unroll_kw`) and input channels split by `tile_ic`; each step broadcasts one input value and loads
+kernel vectors directly. The (batch, output row) loops run in parallel.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import tensorlang as tl
 
 from ..nn.conv2d import conv2d_nhwc
 from .common import (
-    VECTOR_WIDTH,
     compute_chain_at,
     fuse_parallel,
     schedule_injective_stage,
     static_extent,
+    vector_lanes,
 )
 from .config import conv_template, schedule_tagged
-from .conv2d import MAX_BLOCK_VECTORS, _fallback_ow, _largest_divisor
+from .conv2d import define_conv_space
 
 TASK = "conv2d_nhwc.x86"
 
@@ -34,16 +34,8 @@ def schedule_conv2d_nhwc_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     padded = conv.op.input_tensors[0]
     _, _, out_w, channels = (static_extent(a) for a in conv.op.axis)
     in_channels = static_extent(conv.op.reduce_axis[2])
-    vectors = -(-channels // VECTOR_WIDTH)
-    cfg.define_split("tile_ic", in_channels, num_outputs=2)
-    cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= vectors])
-    cfg.define_split("tile_ow", out_w, num_outputs=2, policy="verbose", max_factor=32)
-    cfg.define_knob("unroll_kw", [True, False])
-    if cfg.is_fallback:
-        cfg.fallback_split("tile_ic", [-1, _largest_divisor(in_channels, VECTOR_WIDTH)])
-        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w)])
-    elif cfg["tile_ow"].size[-1] * cfg["tile_oc"].val > MAX_BLOCK_VECTORS:
-        cfg.raise_error("register block larger than the register file")
+    lanes = vector_lanes(conv.dtype)
+    define_conv_space(cfg, in_channels, -(-channels // lanes), out_w, lanes)
 
     if isinstance(padded.op, tl.ComputeOp):
         schedule_injective_stage(s, padded)
@@ -52,18 +44,18 @@ def schedule_conv2d_nhwc_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     o = s[out]
     n, y, x, k = o.op.axis
     x_outer, x_inner = cfg["tile_ow"].apply(s, out, x)
-    k_outer, k_inner = o.split(k, factor=VECTOR_WIDTH * cfg["tile_oc"].val)
+    k_outer, k_inner = o.split(k, factor=lanes * cfg["tile_oc"].val)
     o.reorder(n, y, x_outer, k_outer, x_inner, k_inner)
     fuse_parallel(s, out, [n, y])
-    _, lanes = o.split(k_inner, factor=VECTOR_WIDTH)
-    o.vectorize(lanes)
+    _, k_lanes = o.split(k_inner, factor=lanes)
+    o.vectorize(k_lanes)
     compute_chain_at(s, out, conv, k_outer)
 
     c = s[conv]
     cn, cy, cx, ck = c.op.axis
     cry, crx, crc = c.op.reduce_axis
     rc_outer, rc_inner = cfg["tile_ic"].apply(s, conv, crc)
-    ck_outer, ck_lanes = c.split(ck, factor=VECTOR_WIDTH)
+    ck_outer, ck_lanes = c.split(ck, factor=lanes)
     c.reorder(cn, cy, rc_outer, cry, crx, rc_inner, cx, ck_outer, ck_lanes)
     c.vectorize(ck_lanes)
     c.unroll(ck_outer)

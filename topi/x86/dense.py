@@ -1,52 +1,74 @@
 """x86 schedules and tuning templates of the matrix products: dense, matmul, batch_matmul.
 
-The GEMM recipe of shared/DESIGN.md: the right operand is already packed in 16-wide panels by
-the compute; the output is tiled into register blocks of `tile_y` rows x `tile_x` columns
-(multiples of 16) accumulated in a local buffer (cache_write, or the fused epilogue's block),
-over K unrolled by `tile_k`; the (batch, column block, row block) loops are fused and run in
-parallel, and the panel packing runs in parallel over panels. Batch-1 dense is a matrix-vector
-product instead (`schedule_gemv_with`).
+The GEMM recipe of shared/DESIGN.md: the right operand is already packed in panels one vector
+wide by the compute; the output is tiled into register blocks of `tile_y` rows x `tile_x`
+columns (whole vectors) accumulated in a local buffer (cache_write, or the fused epilogue's block),
+over K unrolled by `tile_k`; the (batch, column block) loops run in parallel, with the row blocks
+inside each (or fused into the parallel loop when there are few column blocks), and the panel
+packing runs in parallel over panels. Batch-1 dense is a matrix-vector product instead
+(`schedule_gemv_with`).
+
+Vector width and register budget come from the current target (`tl.Target.current()`): the block
+may hold as many accumulators as the target has vector registers besides the loaded B vectors,
+the broadcast A value and one spare (with AVX2's 16: 6 rows x 2 vectors + 2 + 2, the fallback).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import autotune
 import tensorlang as tl
 
 from ..nn.dense import batch_matmul, dense, matmul
-from ..nn.utils import PACK_WIDTH
 from .common import (
+    accumulator_budget,
     compute_chain_at,
     fuse_parallel,
     static_extent,
+    vector_lanes,
     whole_block_loop,
 )
 from .config import schedule_tagged, template_schedule
 
 GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
 
-#: Candidate register-block widths, in columns (one to four vectors).
-TILE_X = (16, 32, 48, 64)
-MAX_BLOCK_VECTORS = 28
+#: Parallel chunks that keep a few to a dozen cores busy: with as many column blocks the parallel
+#: loop runs over them alone, else over (column block, row block) pairs.
+MIN_PARALLEL_CHUNKS = 16
+
+#: Register-block widths offered to the tuner, in vectors.
+TILE_X_VECTORS = (1, 2, 3, 4)
+#: Register-block heights offered to the tuner, in rows.
+TILE_Y_ROWS = tuple(range(1, 9))
 
 
-def _define_space(cfg, m: int | None, n: int | None, k: int | None) -> None:
-    rows = [r for r in range(1, 9) if m is None or r <= m] or [1]
+def fallback_block() -> tuple[int, int]:
+    """The fallback register block (rows, vectors) on the current target: with 16 registers,
+    2 vectors x as many rows as fit (6: 12 accumulators + 2 loads + 2); with 32, 4 x 4,
+    the most robust block measured across GEMM, dense and batch_matmul shapes (taller blocks
+    halve batch_matmul with short K)."""
+    if tl.Target.current().vector_registers < 32:
+        return min(6, accumulator_budget(2) // 2), 2
+    return 4, 4
+
+
+def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int) -> None:
+    rows = [r for r in TILE_Y_ROWS if m is None or r <= m] or [1]
     cfg.define_split("tile_y", m or 64, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in rows])
-    cols = [c for c in TILE_X if n is None or c - PACK_WIDTH < n] or [PACK_WIDTH]
+    cols = [v * lanes for v in TILE_X_VECTORS if n is None or (v - 1) * lanes < n] or [lanes]
     cfg.define_split("tile_x", n or 64, num_outputs=2, policy="candidate",
                      candidate=[[-1, c] for c in cols])
     cfg.define_split("tile_k", k or 64, num_outputs=2, policy="power2", max_factor=8)
     if cfg.is_fallback:
-        # 4 rows x 4 vectors: the most robust block measured across GEMM, dense and
-        # batch_matmul shapes (a 6 x 2 block halves batch_matmul with short K).
-        cfg.fallback_split("tile_y", [-1, min(4, max(rows))])
-        cfg.fallback_split("tile_x", [-1, max(cols)])
+        block_rows, block_vectors = fallback_block()
+        cfg.fallback_split("tile_y", [-1, min(block_rows, max(rows))])
+        cfg.fallback_split("tile_x", [-1, min(block_vectors * lanes, max(cols))])
         cfg.fallback_split("tile_k", [-1, min(4, _floor_pow2(k or 4))])
-    elif cfg["tile_y"].size[-1] * cfg["tile_x"].size[-1] // PACK_WIDTH > MAX_BLOCK_VECTORS:
+    elif (cfg["tile_y"].size[-1] * (vectors := cfg["tile_x"].size[-1] // lanes)
+          > accumulator_budget(vectors)):
         cfg.raise_error("register block larger than the register file")
 
 
@@ -62,10 +84,11 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     axes = gemm.op.axis
     m, n = static_extent(axes[-2]), static_extent(axes[-1])
     k = static_extent(gemm.op.reduce_axis[0])
+    lanes = static_extent(packed.op.axis[-1])  # one vector of the target the compute was made for
     if m == 1 and len(axes) == 2 and gemm.op.tag == "dense":
         schedule_gemv_with(cfg, s, gemm, out, packed)
         return
-    _define_space(cfg, m, n, k)
+    _define_space(cfg, m, n, k, lanes)
 
     p = s[packed]
     if None in (m, n, k):
@@ -84,16 +107,24 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     i_outer, i_inner = cfg["tile_y"].apply(s, out, i)
     j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
     o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
-    fused = fuse_parallel(s, out, [*batch, j_outer, i_outer])
-    _, j_lanes = o.split(j_inner, factor=PACK_WIDTH)
+    extents = [static_extent(a) for a in batch] + [n]
+    blocks = None if None in extents else math.prod(extents) // cfg["tile_x"].size[-1]
+    if blocks is not None and blocks >= MIN_PARALLEL_CHUNKS:
+        # The row-block loop stays serial, so the loop partitioner can peel a last partial
+        # block: its guards would otherwise sit in the hot loop and spill accumulators.
+        fuse_parallel(s, out, [*batch, j_outer])
+        block_loop = i_outer
+    else:
+        block_loop = fuse_parallel(s, out, [*batch, j_outer, i_outer])
+    _, j_lanes = o.split(j_inner, factor=lanes)
     o.vectorize(j_lanes)
 
-    compute_chain_at(s, out, gemm, fused)
+    compute_chain_at(s, out, gemm, block_loop)
     g = s[gemm]
     *g_batch, gi, gj = g.op.axis
     (gk,) = g.op.reduce_axis
     k_outer, k_inner = cfg["tile_k"].apply(s, gemm, gk)
-    gj_outer, gj_lanes = g.split(gj, factor=PACK_WIDTH)
+    gj_outer, gj_lanes = g.split(gj, factor=lanes)
     g.reorder(*g_batch, k_outer, k_inner, gi, gj_outer, gj_lanes)
     g.vectorize(gj_lanes)
     for block in (gj_outer, gi):
@@ -108,11 +139,9 @@ def schedule_gemv_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor,
     as the product. Rows of the weight are contiguous in K, so the reduction is factored into
     `gemv_lanes` vector lanes (rfactor), `gemv_rows` outputs at a time to interleave their
     FMA chains, with the blocks of outputs in parallel."""
-    cfg.define_knob("gemv_lanes", [16, 8, 32])
+    lanes = vector_lanes(gemm.dtype)
+    cfg.define_knob("gemv_lanes", list(dict.fromkeys([lanes, max(lanes // 2, 1), 2 * lanes])))
     cfg.define_knob("gemv_rows", [8, 4, 2, 16])
-    if cfg.is_fallback:
-        cfg.fallback_knob("gemv_lanes", 16)
-        cfg.fallback_knob("gemv_rows", 8)
     s[packed].compute_inline()
     _, k_lanes = s[gemm].split(gemm.op.reduce_axis[0], factor=cfg["gemv_lanes"].val)
     partial = s.rfactor(gemm, k_lanes, factor_axis=2)

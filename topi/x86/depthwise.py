@@ -1,8 +1,8 @@
 """x86 schedules of depthwise and grouped convolution, and the depthwise tuning template.
 
-Depthwise convolution has no reduction over channels, so its vectors run along the output row:
-a block of `tile_ow` output columns (a multiple of 16) accumulates over the kernel window
-(columns unrolled when `unroll_kw`); the (batch, channel) loops run in parallel. Grouped
+Depthwise convolution has no reduction over channels, so its vectors run along the output row: a
+block of `tile_ow` output columns (whole vectors of the current target) accumulates over the kernel
+window (columns unrolled when `unroll_kw`); the (batch, channel) loops run in parallel. Grouped
 convolution uses the generic reduction schedule.
 """
 
@@ -15,12 +15,12 @@ import tensorlang as tl
 
 from ..nn.conv2d import depthwise_conv2d_nchw
 from .common import (
-    VECTOR_WIDTH,
     compute_chain_at,
     fuse_parallel,
     generic_schedule,
     schedule_injective_stage,
     static_extent,
+    vector_lanes,
 )
 from .config import conv_template, schedule_tagged
 
@@ -33,8 +33,15 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     in `out`; `cfg` holds the knob values."""
     padded = conv.op.input_tensors[0]
     out_w = static_extent(conv.op.axis[3])
-    cfg.define_knob("tile_ow", [v for v in (16, 32, 48, 64) if v - VECTOR_WIDTH < out_w])
+    lanes = vector_lanes(conv.dtype)
+    # One to four whole vectors of the row: as many independent FMA chains.
+    widths = [v * lanes for v in range(1, 5) if (v - 1) * lanes < out_w]
+    cfg.define_knob("tile_ow", widths)
     cfg.define_knob("unroll_kw", [True, False])
+    if cfg.is_fallback:
+        # 3 vectors where the row fills them: the fastest block for 56-wide rows on both AVX2
+        # and AVX-512 (2x a single vector, whose one FMA chain waits on its own latency).
+        cfg.fallback_knob("tile_ow", max(w for w in widths[:3] if w <= max(out_w, lanes)))
     if isinstance(padded.op, tl.ComputeOp):
         schedule_injective_stage(s, padded)
     if conv.op is out.op:
@@ -43,14 +50,14 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     n, c, _, x = o.op.axis
     x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].val)
     fuse_parallel(s, out, [n, c])
-    _, lanes = o.split(x_inner, factor=VECTOR_WIDTH)
-    o.vectorize(lanes)
+    _, x_lanes = o.split(x_inner, factor=lanes)
+    o.vectorize(x_lanes)
     compute_chain_at(s, out, conv, x_outer)
 
     d = s[conv]
     dn, dc, dy, dx = d.op.axis
     ry, rx = d.op.reduce_axis
-    dx_outer, dx_lanes = d.split(dx, factor=VECTOR_WIDTH)
+    dx_outer, dx_lanes = d.split(dx, factor=lanes)
     d.reorder(dn, dc, dy, ry, rx, dx_outer, dx_lanes)
     d.vectorize(dx_lanes)
     d.unroll(dx_outer)

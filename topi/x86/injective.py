@@ -1,6 +1,7 @@
 """Default x86 schedules of the ops that have no tunable template: elementwise, broadcast, data
 movement, pooling and the normalisations. All use `common.generic_schedule`: inline what is
-injective, vectorize the innermost axis by 16, parallelise the fused outer loops."""
+injective, vectorize the innermost axis by one vector of the current target, parallelise the
+fused outer loops."""
 
 from __future__ import annotations
 
