@@ -36,6 +36,8 @@ from tensorlang.ir import (
 )
 from tensorlang.visitor import children
 
+from .space import InstantiationError
+
 logger = logging.getLogger(__name__)
 
 FEATURE_VERSION = 1
@@ -350,7 +352,8 @@ class FeatureExtractor:
 
     Configs that fail to instantiate or lower get a row of NaN, which callers treat as invalid
     (the tuner scores them lowest). Such a failure is never silent: `failures` counts each reason
-    and the first config failing for a reason is logged as a warning.
+    and the first config failing for a reason is logged as a warning, except a template's own
+    rejection of a config (`InstantiationError`), which is expected and logged at debug level.
     """
 
     def __init__(self, task: object, kind: str = "itervar"):
@@ -375,8 +378,9 @@ class FeatureExtractor:
         except Exception as exc:  # noqa: BLE001 - a failure makes the config invalid, not the tuner
             reason = f"{type(exc).__name__}: {exc}"
             if not self.failures[reason]:
-                logger.warning("config %d of task %s has no features and is scored as invalid: "
-                               "%s", index, getattr(self.task, "name", self.task), reason)
+                level = logging.DEBUG if isinstance(exc, InstantiationError) else logging.WARNING
+                logger.log(level, "config %d of task %s has no features and is scored as "
+                           "invalid: %s", index, getattr(self.task, "name", self.task), reason)
             self.failures[reason] += 1
             return None
         return extract(self.kind, func)
