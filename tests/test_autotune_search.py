@@ -193,3 +193,26 @@ def test_configs_without_features_are_counted_and_logged(caplog) -> None:
     (reason,) = extractor.failures
     assert reason.startswith("ScheduleError: vectorize: axis k of stage R is a reduction axis")
     assert "config 1 of task" in caplog.text and "scored as invalid" in caplog.text
+
+
+@autotune.template("test_search/rejects_some")
+def rejects_some(n: int) -> tuple:
+    """A template that rejects half of its configs itself (`cfg.raise_error`)."""
+    A = tl.placeholder((n,), "float32", name="A")
+    B = tl.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = tl.create_schedule(B.op)
+    cfg = autotune.get_config()
+    cfg.define_knob("wide", [0, 1])
+    if cfg["wide"].val:
+        cfg.raise_error("too wide for this test")
+    return s, [A, B]
+
+
+def test_a_template_rejection_is_counted_without_a_warning(caplog) -> None:
+    task = autotune.create_task("test_search/rejects_some", (8,))
+    extractor = autotune.FeatureExtractor(task, "itervar")
+    with caplog.at_level("WARNING", logger="autotune.features"):
+        rows = extractor.get([0, 1])
+    assert not np.isnan(rows[0]).any() and np.isnan(rows[1]).all()
+    assert extractor.failure_count == 1
+    assert "scored as invalid" not in caplog.text
