@@ -12,14 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import autotune
-import numpy as np
 import topi.graph as tg
-from topi.graph.model_io import TensorInfo, random_inputs
 from tensorlang.cli import main
 from tensorlang.cli.logs import curves
+from topi.graph.model_io import TensorInfo, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ["matmul", "--shape", "16,24,8"]
@@ -364,7 +364,7 @@ def test_model_commands_fail_in_one_line_on_bad_models_and_logs(
         (["build", str(good), "--target", "cuda"], "unknown target"),
     ]
     for argv, message in cases:
-        code, out, err = run(capsys, "model", *argv)
+        code, _, err = run(capsys, "model", *argv)
         assert code == 1 and message in err, (argv, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     code, out, err = run(capsys, "model", "bench", "--help")

@@ -34,7 +34,14 @@ from .logs import (
     plot_curves,
     read_log,
 )
-from .models import ModelError, check_log, checksum, load_graph, max_error, onnxruntime_runner
+from .models import (
+    ModelError,
+    check_log,
+    checksum,
+    load_graph,
+    max_error,
+    onnxruntime_runner,
+)
 from .ops import OpError, Window, Workload, op_table, resolve
 from .table import format_table
 
@@ -85,6 +92,28 @@ def workload_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def search_options(budget: str, default_log: str) -> Callable[[Callable[..., Any]],
+                                                              Callable[..., Any]]:
+    """--trials (measurements `budget`), --log, --tuner and --seed: what every tuning command
+    takes."""
+    options = [
+        click.option("--trials", "-n", type=click.IntRange(min=1), default=200,
+                     show_default=True,
+                     help=f"measurements {budget}, counting those already in the log"),
+        click.option("--log", type=click.Path(dir_okay=False),
+                     help=f"JSON-lines log to append to and resume from  [default: {default_log}]"),
+        click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True),
+        click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)"),
+    ]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def _task(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
           padding: Any, dilation: Any, target: str) -> tuple[Workload, autotune.Task]:
     with user_errors():
@@ -121,12 +150,7 @@ Examples:
   tensorlang tune conv2d_nchw --shape 1,64,56,56,64,3,3 --padding 1 --trials 300
   tensorlang tune my_templates.py:matmul --shape 512,512,512 --trials 100""")
 @workload_options
-@click.option("--trials", "-n", type=click.IntRange(min=1), default=200, show_default=True,
-              help="measurements of this workload in all, counting those already in the log")
-@click.option("--log", type=click.Path(dir_okay=False),
-              help="JSON-lines log to append to and resume from  [default: OP.jsonl]")
-@click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True)
-@click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)")
+@search_options("of this workload in all", "OP.jsonl")
 @click.option("--early-stopping", type=click.IntRange(min=1), metavar="N",
               help="stop after N trials without a new best")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
@@ -310,12 +334,7 @@ def _built(model_path: str, log: str | None, target: str) -> tuple[tg.Module, li
 Example:
   tensorlang model tune net.onnx --trials 500 --log net.jsonl""")
 @model_options
-@click.option("--trials", "-n", type=click.IntRange(min=1), default=200, show_default=True,
-              help="measurements over all the model's tasks, counting those already in the log")
-@click.option("--log", type=click.Path(dir_okay=False),
-              help="JSON-lines log to append to and resume from  [default: MODEL.jsonl]")
-@click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True)
-@click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)")
+@search_options("over all the model's tasks", "MODEL.jsonl")
 @click.option("--quiet", "-q", is_flag=True, help="no line per tuning round")
 def model_tune(model_path: str, target: str, trials: int, log: str | None, tuner: str,
                seed: int | None, quiet: bool) -> None:

@@ -37,6 +37,7 @@ def load_graph(path: str) -> OnnxModel:
     """The ONNX model at `path` as a Graph."""
     try:
         import onnx
+        from google.protobuf.message import DecodeError
     except ImportError:
         raise ModelError("the model commands need onnx: pip install -e .[onnx]") from None
     if not os.path.isfile(path):
@@ -45,7 +46,7 @@ def load_graph(path: str) -> OnnxModel:
         proto = onnx.load(path)
     except OSError as err:
         raise ModelError(f"cannot read model {path}: {err.strerror or err}") from None
-    except Exception as err:  # protobuf's DecodeError and friends: not an ONNX file
+    except (DecodeError, ValueError) as err:  # not an ONNX file
         raise ModelError(f"{path} is not a valid ONNX model ({type(err).__name__}: {err})") \
             from None
     try:
