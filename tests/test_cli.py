@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -11,11 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import autotune
+import topi.graph as tg
 from tensorlang.cli import main
 from tensorlang.cli.logs import curves
+from topi.graph.model_io import TensorInfo, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ["matmul", "--shape", "16,24,8"]
@@ -259,3 +263,109 @@ def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_trace
 
 def test_the_console_script_is_declared() -> None:
     assert '"tensorlang = tensorlang.cli:main"' in (ROOT / "setup.py").read_text()
+
+
+
+def tiny_convnet(path: Path) -> dict[str, np.ndarray]:
+    """Save a small ONNX conv net of awkward sizes (conv 3->5 on 7x7, relu, global average pool,
+    5->3 gemm) at `path`; returns its weights."""
+    onnx = pytest.importorskip("onnx", reason="the model commands need the onnx extra")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {k: rng.standard_normal(s).astype("float32") for k, s in
+               [("w", (5, 3, 3, 3)), ("b", (5,)), ("fc", (3, 5)), ("fc_b", (3,))]}
+    nodes = [helper.make_node("Conv", ["data", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1)]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 7, 7])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(a, k) for k, a in weights.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return weights
+
+
+def tiny_convnet_numpy(data: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
+    padded = np.pad(data.astype("float64"), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    conv = np.einsum("nchwyx,kcyx->nkhw", windows, weights["w"]) + weights["b"][:, None, None]
+    pooled = np.maximum(conv, 0).mean(axis=(2, 3))
+    return pooled @ weights["fc"].T + weights["fc_b"]
+
+
+def test_model_tune_build_run_bench_an_onnx_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    net = tmp_path / "tiny.onnx"
+    weights = tiny_convnet(net)
+    log = tmp_path / "tiny.jsonl"
+    code, out, err = run(capsys, "model", "tune", str(net), "--trials", "4", "--log", str(log),
+                         "--seed", "0")
+    assert code == 0, err
+    assert "2 tasks" in out and "round 1: task" in out and str(log) in out
+    assert len(log.read_text().splitlines()) == 4
+
+    so = tmp_path / "tiny.so"
+    with pytest.warns(UserWarning, match="fallback"):  # the task the 4 trials did not reach
+        code, out, err = run(capsys, "model", "build", str(net), "--log", str(log),
+                             "--export", str(so))
+    assert code == 0, err
+    assert "data: float32[1, 3, 7, 7]" in out and "logits: float32[1, 3]" in out
+    assert [o.shape for o in tg.load_module(str(so)).outputs] == [(1, 3)]
+
+    with pytest.warns(UserWarning, match="fallback"):
+        code, out, err = run(capsys, "model", "run", str(net), "--log", str(log))
+    assert code == 0, err
+    row = out.splitlines()[1].split()
+    assert row[:4] == ["logits", "[1,", "3]", "float32"]
+    expected = tiny_convnet_numpy(random_inputs(
+        [TensorInfo("data", (1, 3, 7, 7), "float32")])["data"], weights)
+    assert float(row[4]) == pytest.approx(expected.sum(), rel=1e-4, abs=1e-4)
+    has_onnxruntime = importlib.util.find_spec("onnxruntime") is not None
+    if has_onnxruntime:
+        assert float(row[5]) < 1e-4 and "outputs match onnxruntime" in out
+
+    with pytest.warns(UserWarning, match="no log given"):
+        code, out, err = run(capsys, "model", "bench", str(net), "--repeat", "2")
+    assert code == 0, err
+    if has_onnxruntime:
+        assert "onnxruntime time / ours" in out
+        ours_ms = float(out.split("\ntensorlang")[1].split()[0])
+        assert ours_ms > 0
+    else:
+        assert "mean" in out
+
+
+def test_model_commands_fail_in_one_line_on_bad_models_and_logs(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    onnx = pytest.importorskip("onnx", reason="the model commands need the onnx extra")
+    from onnx import TensorProto, helper
+
+    good = tmp_path / "tiny.onnx"
+    tiny_convnet(good)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a protobuf at all")
+    det = tmp_path / "det.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Det", ["x"], ["y"])], "det",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), det)
+    empty_log = tmp_path / "empty.jsonl"
+    empty_log.write_text("")
+    cases = [
+        (["run", str(tmp_path / "missing.onnx")], "cannot read model"),
+        (["build", str(garbage)], "is not a valid ONNX model"),
+        (["tune", str(det), "--trials", "1"], "unsupported op 'Det'"),
+        (["run", str(good), "--log", str(tmp_path / "missing.jsonl")], "cannot read log"),
+        (["bench", str(good), "--log", str(empty_log)], "holds no tuning records"),
+        (["build", str(good), "--target", "cuda"], "unknown target"),
+    ]
+    for argv, message in cases:
+        code, _, err = run(capsys, "model", *argv)
+        assert code == 1 and message in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, out, err = run(capsys, "model", "bench", "--help")
+    assert code == 0 and "tensorlang model bench net.onnx" in out

@@ -23,7 +23,7 @@ TUTORIALS = ROOT / "tutorials"
 
 
 # The tutorials that need an optional extra: tutorial -> (module, extra).
-NEEDS = {"06_tuning_farm": ("distributed", "distributed")}
+NEEDS = {"06_tuning_farm": ("distributed", "distributed"), "07_models": ("onnx", "onnx")}
 
 
 @pytest.mark.parametrize("script", sorted(TUTORIALS.glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)

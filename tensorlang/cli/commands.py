@@ -1,4 +1,4 @@
-"""The `tensorlang` commands: tune, best, plot, lower and merge, on click.
+"""The `tensorlang` commands: tune, best, plot, lower, merge and model, on click.
 
 Each command is a thin layer: `ops` resolves OP into a workload, `autotune` tunes it, `kernels`
 checks and times the result, `logs` reads logs back. Every error a user can cause is turned into
@@ -12,15 +12,19 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
 
 import autotune
 import tensorlang as tl
+import topi.graph as tg
 from autotune import InstantiationError
+from tensorlang.benchmark import compare
+from topi.graph.model_io import random_inputs
 
-from .kernels import WrongResult, instantiate, judge
+from .kernels import WrongResult, check_close, instantiate, judge
 from .logs import (
     LogError,
     best_per_workload,
@@ -29,6 +33,14 @@ from .logs import (
     logged_best,
     plot_curves,
     read_log,
+)
+from .models import (
+    ModelError,
+    check_log,
+    checksum,
+    load_graph,
+    max_error,
+    onnxruntime_runner,
 )
 from .ops import OpError, Window, Workload, op_table, resolve
 from .table import format_table
@@ -41,7 +53,7 @@ def user_errors() -> Iterator[None]:
     """Turn the errors a user's input causes into a one-line ClickException."""
     try:
         yield
-    except (OpError, LogError, WrongResult) as err:
+    except (OpError, LogError, WrongResult, ModelError) as err:
         raise click.ClickException(str(err)) from None
     except (ValueError, TypeError, tl.ScheduleError, InstantiationError) as err:
         raise click.ClickException(f"{type(err).__name__}: {err}") from None
@@ -80,6 +92,28 @@ def workload_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def search_options(budget: str, default_log: str) -> Callable[[Callable[..., Any]],
+                                                              Callable[..., Any]]:
+    """--trials (measurements `budget`), --log, --tuner and --seed: what every tuning command
+    takes."""
+    options = [
+        click.option("--trials", "-n", type=click.IntRange(min=1), default=200,
+                     show_default=True,
+                     help=f"measurements {budget}, counting those already in the log"),
+        click.option("--log", type=click.Path(dir_okay=False),
+                     help=f"JSON-lines log to append to and resume from  [default: {default_log}]"),
+        click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True),
+        click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)"),
+    ]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def _task(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
           padding: Any, dilation: Any, target: str) -> tuple[Workload, autotune.Task]:
     with user_errors():
@@ -104,6 +138,7 @@ def cli() -> None:
     tensorlang plot matmul.jsonl -o curve.png
     tensorlang lower matmul --shape 512,512,512 --log matmul.jsonl --asm
     tensorlang merge farm.jsonl laptop.jsonl -o best.jsonl
+    tensorlang model tune resnet18.onnx --trials 2000 --log resnet18.jsonl
     """
 
 
@@ -115,12 +150,7 @@ Examples:
   tensorlang tune conv2d_nchw --shape 1,64,56,56,64,3,3 --padding 1 --trials 300
   tensorlang tune my_templates.py:matmul --shape 512,512,512 --trials 100""")
 @workload_options
-@click.option("--trials", "-n", type=click.IntRange(min=1), default=200, show_default=True,
-              help="measurements of this workload in all, counting those already in the log")
-@click.option("--log", type=click.Path(dir_okay=False),
-              help="JSON-lines log to append to and resume from  [default: OP.jsonl]")
-@click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True)
-@click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)")
+@search_options("of this workload in all", "OP.jsonl")
 @click.option("--early-stopping", type=click.IntRange(min=1), metavar="N",
               help="stop after N trials without a new best")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True,
@@ -266,6 +296,141 @@ def merge(logs: tuple[str, ...], output: str) -> None:
                f"kept {summary.written} (the best per workload and target), skipped "
                f"{summary.broken} broken")
     click.echo(f"wrote {output}")
+
+
+@cli.group(epilog="""\b
+Example:
+  tensorlang model tune net.onnx --trials 500 --log net.jsonl
+  tensorlang model build net.onnx --log net.jsonl --export net.so
+  tensorlang model run net.onnx --log net.jsonl
+  tensorlang model bench net.onnx --log net.jsonl --repeat 10""")
+def model() -> None:
+    """Tune, build, run and benchmark an ONNX model with topi.graph."""
+
+
+def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """MODEL and --target, which every model command takes."""
+    command = click.option("--target", default="llvm", show_default=True,
+                           help="e.g. 'llvm -mcpu=haswell' for AVX2 code")(command)
+    return click.argument("model_path", metavar="MODEL.onnx")(command)
+
+
+def log_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--log", type=click.Path(dir_okay=False),
+                        help="tuning log whose best configs to use (else fallback configs)")(
+        command)
+
+
+def _built(model_path: str, log: str | None, target: str) -> tuple[tg.Module, list[str]]:
+    """The model built with the best configs of `log`, and its output names in the file."""
+    with user_errors():
+        tl.Target(target)
+        check_log(log)
+        loaded = load_graph(model_path)
+        return tg.build(loaded.graph, log_file=log, target=target), loaded.output_names
+
+
+@model.command("tune", epilog="""\b
+Example:
+  tensorlang model tune net.onnx --trials 500 --log net.jsonl""")
+@model_options
+@search_options("over all the model's tasks", "MODEL.jsonl")
+@click.option("--quiet", "-q", is_flag=True, help="no line per tuning round")
+def model_tune(model_path: str, target: str, trials: int, log: str | None, tuner: str,
+               seed: int | None, quiet: bool) -> None:
+    """Tune the model's tasks with one budget of TRIALS, spent where it gains the most."""
+    log = log or f"{Path(model_path).stem}.jsonl"
+    with user_errors():
+        tl.Target(target)
+        g = load_graph(model_path).graph
+        tasks = tg.extract_tasks(g, target)
+        click.echo(f"tuning {model_path}: {len(tasks)} tasks on {target}, {tuner} tuner, "
+                   f"{trials} trials, log {log}")
+        result = tg.tune(g, trials=trials, log_file=log, target=target, tuner=tuner, seed=seed,
+                         progress=not quiet, stream=sys.stdout)
+    if quiet:
+        click.echo(str(result))
+    click.echo(f"log: {os.path.abspath(log)}")
+
+
+@model.command("build", epilog="""\b
+Example:
+  tensorlang model build net.onnx --log net.jsonl --export net.so""")
+@model_options
+@log_option
+@click.option("--export", type=click.Path(dir_okay=False), metavar="FILE.so",
+              help="write the model as one shared library (topi.graph.load_module loads it)")
+def model_build(model_path: str, target: str, log: str | None, export: str | None) -> None:
+    """Build the model (tuned configs from --log), optionally exporting a shared library."""
+    module, names = _built(model_path, log, target)
+    click.echo(f"built {model_path} on {target}: {module.kernels} kernels")
+    click.echo("inputs: " + ", ".join(str(i) for i in module.inputs))
+    click.echo("outputs: " + ", ".join(f"{name}: {o.dtype}{list(o.shape)}"
+                                       for name, o in zip(names, module.outputs)))
+    if export:
+        with user_errors():
+            try:
+                module.export_library(export)
+            except (OSError, RuntimeError) as err:  # RuntimeError: the C compiler failed
+                raise ModelError(f"cannot write {export}: {err}") from None
+        click.echo(f"wrote {export}")
+
+
+@model.command("run", epilog="""\b
+Example:
+  tensorlang model run net.onnx --log net.jsonl""")
+@model_options
+@log_option
+@click.option("--seed", type=int, default=0, show_default=True, help="of the random inputs")
+def model_run(model_path: str, target: str, log: str | None, seed: int) -> None:
+    """Run the model on random inputs of its declared shapes; print each output's shape and
+    checksum, and its max error against onnxruntime when that is installed."""
+    module, names = _built(model_path, log, target)
+    inputs = random_inputs(module.inputs, seed)
+    outputs = module(**inputs)
+    reference = onnxruntime_runner(model_path)
+    expected = reference(inputs) if reference is not None else [None] * len(outputs)
+    rows = []
+    for name, ours, theirs in zip(names, outputs, expected):
+        error = "" if theirs is None else f"{max_error(ours, theirs):.3g}"
+        rows.append((name, str(list(ours.shape)), str(ours.dtype), f"{checksum(ours):.6g}",
+                     error))
+    headers = ["output", "shape", "dtype", "checksum", "max error vs onnxruntime"]
+    click.echo(format_table(headers, rows, "lllrr"))
+    if reference is None:
+        click.echo("onnxruntime is not installed: no reference to compare with")
+        return
+    with user_errors():
+        for name, ours, theirs in zip(names, outputs, expected):
+            check_close(ours, theirs, f"output {name!r} against onnxruntime")
+    click.echo("outputs match onnxruntime")
+
+
+@model.command("bench", epilog="""\b
+Example:
+  tensorlang model bench net.onnx --log net.jsonl --repeat 10""")
+@model_options
+@log_option
+@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True,
+              help="timed rounds (alternating with onnxruntime when installed)")
+def model_bench(model_path: str, target: str, log: str | None, repeat: int) -> None:
+    """Latency of the model, timed alternately with onnxruntime when it is installed (its idle
+    threads do not spin); the ratio is the median of the pairwise ratios."""
+    module, _ = _built(model_path, log, target)
+    inputs = random_inputs(module.inputs)
+    reference = onnxruntime_runner(model_path)
+    if reference is None:
+        result = module.benchmark(repeat=repeat, inputs=inputs)
+        click.echo(f"tensorlang: {result}")
+        click.echo("onnxruntime is not installed: nothing to compare with")
+        return
+    timing = compare(lambda: module(**inputs), lambda: reference(inputs), repeat=repeat)
+    rows = [("tensorlang", f"{timing.ours * 1e3:.4f}"),
+            ("onnxruntime", f"{timing.reference * 1e3:.4f}")]
+    click.echo(f"{model_path}, timed alternately (median of {repeat} rounds):")
+    click.echo(format_table(["runtime", "ms"], rows, "lr"))
+    click.echo(f"onnxruntime time / ours: {timing.speedup:.2f}x "
+               f"({'we are faster' if timing.speedup > 1 else 'onnxruntime is faster'})")
 
 
 __all__ = ["cli"]
