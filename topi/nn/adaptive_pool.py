@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import tensorlang as tl
 from tensorlang.expr import Expr
 
-from .pooling import _spatial_axes
-from .utils import as_pair, check_tensor, const_shape
+from .pooling import pool_input
+from .utils import as_pair
 
 
 def adaptive_windows(n: int, out: int) -> list[tuple[int, int]]:
@@ -33,14 +33,8 @@ def adaptive_pool2d(data: tl.Tensor, output_size: int | Sequence[int], pool_type
     Returns:
         The pooled tensor, tagged "adaptive_pool_max" or "adaptive_pool_avg".
     """
-    what = f"adaptive_{pool_type}_pool2d"
-    if pool_type not in ("max", "avg"):
-        raise ValueError(f"adaptive_pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    check_tensor(data, f"{what}: data", 4)
-    ha, wa = _spatial_axes(layout, what)
-    shape = const_shape(data, what)
-    oh, ow = as_pair(tuple(output_size) if isinstance(output_size, list) else output_size,
-                     f"{what}: output_size")
+    what, ha, wa, shape = pool_input("adaptive_pool2d", data, pool_type, layout)
+    oh, ow = as_pair(output_size, f"{what}: output_size")
     h, w = shape[ha], shape[wa]
     ry = tl.reduce_axis((0, _max_window(h, oh)), name="ry")
     rx = tl.reduce_axis((0, _max_window(w, ow)), name="rx")

@@ -20,10 +20,23 @@ from .utils import as_pair, check_tensor, const_shape, get_pad_tuple
 POOL_LAYOUTS = ("NCHW", "NHWC")
 
 
-def _spatial_axes(layout: str, what: str) -> tuple[int, int]:
+def pool_input(op: str, data: tl.Tensor, pool_type: str,
+               layout: str) -> tuple[str, int, int, tuple[int, ...]]:
+    """The checks every 2-D pooling shares: returns the op's name for messages (e.g.
+    "max_pool2d"), the (h, w) axes of `layout` and the static shape of `data`.
+
+    Raises:
+        ValueError: a pool_type other than "max"/"avg" or an unknown layout.
+        TypeError: `data` is not a 4-D tensor of static shape.
+    """
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    what = op.replace("pool2d", f"{pool_type}_pool2d")
+    check_tensor(data, f"{what}: data", 4)
     if layout not in POOL_LAYOUTS:
         raise ValueError(f"{what}: layout must be one of {POOL_LAYOUTS}, got {layout!r}")
-    return (2, 3) if layout == "NCHW" else (1, 2)
+    ha, wa = (2, 3) if layout == "NCHW" else (1, 2)
+    return what, ha, wa, const_shape(data, what)
 
 
 def _taps_inside(base: Expr, count: int, step: int, lo: int, hi: int) -> Expr:
@@ -60,16 +73,10 @@ def pool2d(
     Returns:
         The pooled tensor, tagged "pool_max" or "pool_avg".
     """
-    what = f"{pool_type}_pool2d"
-    if pool_type not in ("max", "avg"):
-        raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    check_tensor(data, f"{what}: data", 4)
-    ha, wa = _spatial_axes(layout, what)
-    shape = const_shape(data, what)
-    kh, kw = as_pair(tuple(kernel) if isinstance(kernel, list) else kernel, f"{what}: kernel")
-    sh, sw = as_pair(tuple(stride) if isinstance(stride, list) else stride, f"{what}: stride")
-    dh, dw = as_pair(tuple(dilation) if isinstance(dilation, list) else dilation,
-                     f"{what}: dilation")
+    what, ha, wa, shape = pool_input("pool2d", data, pool_type, layout)
+    kh, kw = as_pair(kernel, f"{what}: kernel")
+    sh, sw = as_pair(stride, f"{what}: stride")
+    dh, dw = as_pair(dilation, f"{what}: dilation")
     if isinstance(padding, str):
         raise TypeError(f"{what}: padding must be an int or a tuple, got {padding!r}")
     top, left, bottom, right = get_pad_tuple(padding, (kh, kw))
@@ -157,12 +164,7 @@ def global_pool2d(data: tl.Tensor, pool_type: str, layout: str = "NCHW") -> tl.T
     Returns:
         The pooled tensor, tagged "global_pool_max" or "global_pool_avg".
     """
-    what = f"global_{pool_type}_pool2d"
-    if pool_type not in ("max", "avg"):
-        raise ValueError(f"global_pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    check_tensor(data, f"{what}: data", 4)
-    ha, wa = _spatial_axes(layout, what)
-    shape = const_shape(data, what)
+    _, ha, wa, shape = pool_input("global_pool2d", data, pool_type, layout)
     ry = tl.reduce_axis((0, shape[ha]), name="ry")
     rx = tl.reduce_axis((0, shape[wa]), name="rx")
     out_shape = list(shape)

@@ -12,8 +12,7 @@ def adaptive_pool2d_python(data: np.ndarray, output_size, pool_type: str,
                            layout: str = "NCHW") -> np.ndarray:
     """Adaptive pooling: output cell i covers input rows floor(i*H/out) to ceil((i+1)*H/out)."""
     x = data if layout == "NCHW" else data.transpose(0, 3, 1, 2)
-    oh, ow = as_pair(tuple(output_size) if isinstance(output_size, list) else output_size,
-                     "output_size")
+    oh, ow = as_pair(output_size, "output_size")
     n, c, h, w = x.shape
     out = np.zeros((n, c, oh, ow))
     reduce = np.max if pool_type == "max" else np.mean

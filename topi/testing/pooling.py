@@ -15,9 +15,9 @@ def pool2d_python(data: np.ndarray, kernel, stride, dilation, padding, pool_type
                   count_include_pad: bool = True) -> np.ndarray:
     """Max or average pooling; padding never wins a max, an all-padding average is 0."""
     x = data if layout == "NCHW" else data.transpose(0, 3, 1, 2)
-    kh, kw = as_pair(tuple(kernel) if isinstance(kernel, list) else kernel, "kernel")
-    sh, sw = as_pair(tuple(stride) if isinstance(stride, list) else stride, "stride")
-    dh, dw = as_pair(tuple(dilation) if isinstance(dilation, list) else dilation, "dilation")
+    kh, kw = as_pair(kernel, "kernel")
+    sh, sw = as_pair(stride, "stride")
+    dh, dw = as_pair(dilation, "dilation")
     top, left, bottom, right = get_pad_tuple(padding, (kh, kw))
     n, c, h, w = x.shape
     rounding = math.ceil if ceil_mode else math.floor
