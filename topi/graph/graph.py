@@ -14,23 +14,28 @@ The contract every part of `topi.graph` (frontends, passes, tuning, build) relie
     order; the body has one output).
 - Nodes are immutable and compared by identity. Passes build new graphs; they never mutate one.
 - Every builder method goes through `Graph.apply(op_name, *inputs, **attrs)`, which infers the
-  output shape and dtype by calling the op's topi compute on placeholders, so a registered op is
-  usable before it gets a named method, and a bad shape or attr fails when the node is built,
-  with topi's message.
+  output shape and dtype by calling the op's topi compute on placeholders, so a bad shape or attr
+  fails when the node is built, with topi's message. Every registered op has a method named after
+  it: hand-written where the Graph's arguments differ from the compute's (`conv2d` picks the
+  grouped or depthwise op), generated from the registry (`_OP_METHODS`) where they are the same,
+  and, for an op registered later (by another module), resolved by name on first use.
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .ops import OpPattern, freeze_attr, get_op, infer_output
+from . import import_ops  # noqa: F401  (registers the ops that `_OP_METHODS` names)
+from .ops import OpPattern, freeze_attr, get_op, infer_output, registered_ops
 
 INPUT, CONSTANT, FUSED = "input", "constant", "fused"
 
@@ -380,6 +385,18 @@ class Graph:
         return self.apply("pad", data, pad_before=pad_before, pad_after=pad_after,
                           pad_value=pad_value, name=name)
 
+    def __getattr__(self, name: str) -> Callable[..., Node]:
+        """An op registered after this module (say, by a plugin) as a method: its positional
+        arguments are its inputs, its keyword arguments its attrs (`Graph.apply`'s rule)."""
+        if name.startswith("_") or name not in registered_ops():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return types.MethodType(op_method(name, None, f"Apply the registered graph op {name!r}: "
+                                          "positional arguments are its inputs, keyword "
+                                          "arguments its attrs."), self)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *registered_ops()})
+
     # -- printing ------------------------------------------------------------------------------
 
     def __str__(self) -> str:
@@ -393,6 +410,87 @@ class Graph:
     def __repr__(self) -> str:
         return (f"<topi.graph.Graph {len(self.inputs)} inputs, {len(self.constants)} constants, "
                 f"{len(self.ops)} ops, {len(self.outputs)} outputs>")
+
+
+_P = inspect.Parameter
+
+
+def op_method(op_name: str, inputs: int | None, doc: str) -> Callable[..., Node]:
+    """A Graph method applying the registered op `op_name`, with the signature of its compute.
+
+    Args:
+        op_name: the registered op.
+        inputs: how many leading parameters of the compute are the op's inputs (nodes, numbers or
+            arrays); the others are attrs, with the compute's defaults. None: the method takes
+            `Graph.apply`'s arguments (positional inputs, keyword attrs).
+        doc: the method's docstring.
+    """
+    if inputs is None:
+        def method(self: Graph, *nodes: Any, name: str | None = None, **attrs: Any) -> Node:
+            return self.apply(op_name, *nodes, name=name, **attrs)
+        signature = inspect.signature(method)
+    else:
+        params = list(inspect.signature(get_op(op_name).compute).parameters.values())
+        tensors = [p.replace(kind=_P.POSITIONAL_OR_KEYWORD, annotation="Node")
+                   for p in params[:inputs]]
+        attrs = [p.replace(kind=_P.POSITIONAL_OR_KEYWORD) for p in params[inputs:]]
+        signature = inspect.Signature(
+            [_P("self", _P.POSITIONAL_OR_KEYWORD), *tensors, *attrs,
+             _P("name", _P.KEYWORD_ONLY, default=None, annotation="str | None")],
+            return_annotation="Node")
+
+        def method(self: Graph, *args: Any, **kwargs: Any) -> Node:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError as err:
+                raise TypeError(f"Graph.{op_name}{str(signature).replace('self, ', '')}: {err}"
+                                ) from None
+            bound.apply_defaults()
+            values = bound.arguments
+            return self.apply(op_name, *(values[p.name] for p in tensors), name=values["name"],
+                              **{p.name: values[p.name] for p in attrs})
+    method.__name__ = op_name
+    method.__qualname__ = f"Graph.{op_name}"
+    method.__doc__ = doc
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return method
+
+
+#: The Graph methods made from the registry: op name -> (number of inputs, docstring). Their
+#: signatures are their computes' (see `op_method`).
+_OP_METHODS: dict[str, tuple[int, str]] = {
+    "depthwise_conv2d": (2, "Depthwise NCHW convolution, kernel (C, multiplier, R, S)."),
+    "group_conv2d": (2, "Grouped NCHW convolution, kernel (K, C / groups, R, S)."),
+    "conv2d_nhwc": (2, "NHWC convolution with an HWIO kernel (R, S, C, K)."),
+    "conv2d_transpose": (2, "Transposed NCHW convolution, kernel (C, K / groups, R, S)."),
+    "sum": (1, "Sum along `axis` (an int, a tuple, or None for all axes)."),
+    "max": (1, "Maximum along `axis` (an int, a tuple, or None for all axes)."),
+    "min": (1, "Minimum along `axis` (an int, a tuple, or None for all axes)."),
+    "mean": (1, "Mean along `axis` (an int, a tuple, or None for all axes)."),
+    "sqrt": (1, "Elementwise square root."),
+    "exp": (1, "Elementwise e ** x."),
+    "log": (1, "Elementwise natural logarithm."),
+    "tanh": (1, "Elementwise hyperbolic tangent."),
+    "sigmoid": (1, "Elementwise 1 / (1 + exp(-x))."),
+    "erf": (1, "Elementwise error function."),
+    "abs": (1, "Elementwise absolute value."),
+    "negative": (1, "Elementwise -x."),
+    "reciprocal": (1, "Elementwise 1 / x."),
+    "hard_swish": (1, "x * hard_sigmoid(x) with alpha 1/6 and beta 1/2 (ONNX HardSwish)."),
+    "gelu_tanh": (1, "GELU's tanh approximation."),
+    "hard_sigmoid": (1, "max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid)."),
+    "clip": (1, "Clamp to [a_min, a_max]; either bound may be None."),
+    "cast": (1, "Convert to `dtype` (numpy's casting)."),
+    "power": (2, "a ** b with numpy broadcasting."),
+    "maximum": (2, "Elementwise maximum with numpy broadcasting."),
+    "minimum": (2, "Elementwise minimum with numpy broadcasting."),
+    "strided_slice": (1, "x[begin:end:strides] along `axes` (default: the leading axes)."),
+    "take": (2, "x gathered along `axis` at the integer `indices` (numpy's take, ONNX Gather)."),
+    "adaptive_pool2d": (1, "NCHW pooling ('avg' or 'max') to `output_size`, an int or (h, w)."),
+}
+
+for _name, (_inputs, _doc) in _OP_METHODS.items():
+    setattr(Graph, _name, op_method(_name, _inputs, _doc))
 
 
 def _type_str(n: Node) -> str:
