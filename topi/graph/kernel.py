@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 import tensorlang as tl
 from autotune import FallbackConfig, query_config
@@ -30,7 +26,6 @@ from tensorlang.schedule import AttachKind
 from tensorlang.tensor import ComputeOp
 from tensorlang.visitor import Mutator
 
-from .cache import compiler_version, get_kernel
 from .graph import FUSED, Node, NodeKind
 from .ops import OpDef, call_compute, find_workload, get_op
 
@@ -212,17 +207,3 @@ def replace_tensor(out: tl.Tensor, old: tl.Tensor, new: tl.Tensor) -> tl.Tensor:
 
     return tensor(out)
 
-
-def evaluate(node: Node, arrays: Sequence[np.ndarray], target: tl.Target | None = None,
-             root: str | os.PathLike[str] | None = None) -> np.ndarray:
-    """Run `node`'s kernel once on C-contiguous `arrays` (one per input) and return its output:
-    how constant folding computes a constant with exactly the code a model would run."""
-    target = target or tl.Target("llvm")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a folded tunable op has no tuned config, as expected
-        spec = kernel_spec(node, prepack=False)
-        kernel = get_kernel(spec.key(str(target), compiler_version()),
-                            lambda: (spec.schedule(), spec.params), target, root)
-    out = np.empty(node.shape, node.dtype)
-    kernel.module(target)(*arrays, out)
-    return out

@@ -5,7 +5,7 @@ Slow and obviously correct (topi.testing accumulates in float64); fused nodes ru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -27,11 +27,20 @@ def run_reference(g: Graph, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray
         elif node.kind is NodeKind.CONSTANT:
             values[node] = node.value
         else:
-            values[node] = _run(node, [values[i] for i in node.inputs])
+            values[node] = reference_value(node, [values[i] for i in node.inputs])
     return [values[n] for n in g.outputs]
 
 
-def _run(node: Node, args: list[np.ndarray]) -> np.ndarray:
+def reference_value(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+    """The output of op node `node` on `args` (one array per input), computed with numpy, in
+    the node's dtype: how constant folding computes a constant without compiling anything.
+
+    Raises:
+        NotImplementedError: an op has no numpy reference.
+        ValueError: the reference's result has another shape than the node or a dtype that
+            does not convert to the node's within its kind (a reference that disagrees with its
+            compute).
+    """
     if node.op == FUSED:
         assert node.body is not None
         (out,) = run_reference(node.body, {i.name: a for i, a in zip(node.body.inputs, args)})
@@ -39,4 +48,8 @@ def _run(node: Node, args: list[np.ndarray]) -> np.ndarray:
     reference = get_op(node.op).reference
     if reference is None:
         raise NotImplementedError(f"graph op {node.op!r} has no numpy reference")
-    return np.asarray(reference(*args, **node.attrs)).astype(node.dtype)
+    value = np.asarray(reference(*args, **node.attrs))
+    if value.shape != node.shape or not np.can_cast(value.dtype, node.dtype, "same_kind"):
+        raise ValueError(f"the numpy reference of {node.op!r} ({node!r}) gave "
+                         f"{value.dtype}{list(value.shape)}, expected {node.dtype}{list(node.shape)}")
+    return value.astype(node.dtype, copy=False)
