@@ -266,9 +266,10 @@ def test_the_console_script_is_declared() -> None:
 
 
 
-def tiny_convnet(path: Path) -> dict[str, np.ndarray]:
+def tiny_convnet(path: Path, data_shape: tuple = (1, 3, 7, 7)) -> dict[str, np.ndarray]:
     """Save a small ONNX conv net of awkward sizes (conv 3->5 on 7x7, relu, global average pool,
-    5->3 gemm) at `path`; returns its weights."""
+    5->3 gemm) at `path`, its input declared `data_shape` (names for symbolic dimensions);
+    returns its weights."""
     onnx = pytest.importorskip("onnx", reason="the model commands need the onnx extra")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -281,8 +282,8 @@ def tiny_convnet(path: Path) -> dict[str, np.ndarray]:
              helper.make_node("Flatten", ["p"], ["f"]),
              helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1)]
     graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 7, 7])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])],
+        nodes, "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, data_shape)],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [data_shape[0], 3])],
         [numpy_helper.from_array(a, k) for k, a in weights.items()])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return weights
@@ -336,6 +337,56 @@ def test_model_tune_build_run_bench_an_onnx_model(
         assert ours_ms > 0
     else:
         assert "mean" in out
+
+
+def test_model_commands_fix_symbolic_input_shapes_with_shape(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    net = tmp_path / "dynamic.onnx"
+    weights = tiny_convnet(net, ("batch", 3, "height", 11))
+    shape = ["--shape", "data=2,3,5,11"]
+    with pytest.warns(UserWarning, match="no log given"):
+        code, out, err = run(capsys, "model", "build", str(net), *shape)
+    assert code == 0, err
+    assert "data: float32[2, 3, 5, 11]" in out and "logits: float32[2, 3]" in out
+    with pytest.warns(UserWarning, match="no log given"):
+        code, out, err = run(capsys, "model", "run", str(net), *shape, "--seed", "3")
+    assert code == 0, err
+    row = out.splitlines()[1].split()
+    assert row[:4] == ["logits", "[2,", "3]", "float32"]
+    data = random_inputs([TensorInfo("data", (2, 3, 5, 11), "float32")], 3)["data"]
+    expected = tiny_convnet_numpy(data, weights)
+    assert float(row[4]) == pytest.approx(expected.sum(), rel=1e-4, abs=1e-4)
+    if importlib.util.find_spec("onnxruntime") is not None:
+        assert "outputs match onnxruntime" in out
+    code, out, err = run(capsys, "model", "tune", str(net), *shape, "--trials", "1",
+                         "--log", str(tmp_path / "d.jsonl"))
+    assert code == 0, err
+    assert "2 tasks" in out
+    symbolic = "input 'data' has the symbolic shape [batch,3,height,11]; fix it with --shape"
+    model_errors = [  # one line on stderr, exit status 1
+        ([], f"{symbolic} data=N,3,N,11"),
+        (["--shape", "image=1,3,5,11"],
+         "names 'image', which is not an input of the model (its inputs: data)"),
+        (["--shape", "data=2,4,5,11"],
+         "gives (2, 4, 5, 11) for an input declared ['batch', 3, 'height', 11]"),
+        (["--shape", "data=2,3,5"], "shapes gives (2, 3, 5)"),
+    ]
+    for argv, message in model_errors:
+        code, _, err = run(capsys, "model", "build", str(net), *argv)
+        assert code == 1 and message in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    usage_errors = [  # click's usage error, exit status 2, naming the option
+        ("data:2,3,5,11", "is not NAME=D1,D2,... (e.g. data=1,3,224,224)"),
+        ("=2,3", "is not NAME=D1,D2,..."),
+        ("data=2,3,x,11", "the dimensions '2,3,x,11' are not comma-separated integers"),
+        ("data=2,0,5,11", "dimensions must be >= 1"),
+    ]
+    for text, message in usage_errors:
+        code, _, err = run(capsys, "model", "run", str(net), "--shape", text)
+        assert code == 2 and "--shape" in err and message in err, (text, err)
+    code, _, err = run(capsys, "model", "bench", str(net), "--shape", "data=1,3,5,11",
+                       "--shape", "data=2,3,5,11")
+    assert code == 2 and "input 'data' is given twice" in err, err
 
 
 def test_model_commands_fail_in_one_line_on_bad_models_and_logs(

@@ -41,6 +41,7 @@ from .models import (
     load_graph,
     max_error,
     onnxruntime_runner,
+    parse_shape,
 )
 from .ops import OpError, Window, Workload, op_table, resolve
 from .table import format_table
@@ -303,13 +304,35 @@ Example:
   tensorlang model tune net.onnx --trials 500 --log net.jsonl
   tensorlang model build net.onnx --log net.jsonl --export net.so
   tensorlang model run net.onnx --log net.jsonl
-  tensorlang model bench net.onnx --log net.jsonl --repeat 10""")
+  tensorlang model bench net.onnx --log net.jsonl --repeat 10
+  tensorlang model run dynamic.onnx --shape data=1,3,224,224""")
 def model() -> None:
     """Tune, build, run and benchmark an ONNX model with topi.graph."""
 
 
+Shapes = dict[str, tuple[int, ...]]
+
+
+def _input_shapes(ctx: click.Context, param: click.Parameter, texts: tuple[str, ...]) -> Shapes:
+    """The `--shape NAME=D1,D2,...` options as input name -> shape (each name once)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in texts:
+        try:
+            name, shape = parse_shape(text)
+        except ValueError as err:
+            raise click.BadParameter(str(err)) from None
+        if name in shapes:
+            raise click.BadParameter(f"input {name!r} is given twice")
+        shapes[name] = shape
+    return shapes
+
+
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """MODEL and --target, which every model command takes."""
+    """MODEL, --target and --shape, which every model command takes."""
+    command = click.option("--shape", "shapes", multiple=True, callback=_input_shapes,
+                           metavar="NAME=D1,D2,...",
+                           help="fix an input's shape, for models whose inputs have symbolic "
+                                "dimensions (repeatable), e.g. --shape data=1,3,224,224")(command)
     command = click.option("--target", default="llvm", show_default=True,
                            help="e.g. 'llvm -mcpu=haswell' for AVX2 code")(command)
     return click.argument("model_path", metavar="MODEL.onnx")(command)
@@ -321,12 +344,14 @@ def log_option(command: Callable[..., Any]) -> Callable[..., Any]:
         command)
 
 
-def _built(model_path: str, log: str | None, target: str) -> tuple[tg.Module, list[str]]:
-    """The model built with the best configs of `log`, and its output names in the file."""
+def _built(model_path: str, shapes: Shapes, log: str | None,
+           target: str) -> tuple[tg.Module, list[str]]:
+    """The model (input shapes fixed by `shapes`) built with the best configs of `log`, and its
+    output names in the file."""
     with user_errors():
         tl.Target(target)
         check_log(log)
-        loaded = load_graph(model_path)
+        loaded = load_graph(model_path, shapes)
         return tg.build(loaded.graph, log_file=log, target=target), loaded.output_names
 
 
@@ -336,13 +361,13 @@ Example:
 @model_options
 @search_options("over all the model's tasks", "MODEL.jsonl")
 @click.option("--quiet", "-q", is_flag=True, help="no line per tuning round")
-def model_tune(model_path: str, target: str, trials: int, log: str | None, tuner: str,
-               seed: int | None, quiet: bool) -> None:
+def model_tune(model_path: str, target: str, shapes: Shapes, trials: int, log: str | None,
+               tuner: str, seed: int | None, quiet: bool) -> None:
     """Tune the model's tasks with one budget of TRIALS, spent where it gains the most."""
     log = log or f"{Path(model_path).stem}.jsonl"
     with user_errors():
         tl.Target(target)
-        g = load_graph(model_path).graph
+        g = load_graph(model_path, shapes).graph
         tasks = tg.extract_tasks(g, target)
         click.echo(f"tuning {model_path}: {len(tasks)} tasks on {target}, {tuner} tuner, "
                    f"{trials} trials, log {log}")
@@ -360,9 +385,10 @@ Example:
 @log_option
 @click.option("--export", type=click.Path(dir_okay=False), metavar="FILE.so",
               help="write the model as one shared library (topi.graph.load_module loads it)")
-def model_build(model_path: str, target: str, log: str | None, export: str | None) -> None:
+def model_build(model_path: str, target: str, shapes: Shapes, log: str | None,
+                export: str | None) -> None:
     """Build the model (tuned configs from --log), optionally exporting a shared library."""
-    module, names = _built(model_path, log, target)
+    module, names = _built(model_path, shapes, log, target)
     click.echo(f"built {model_path} on {target}: {module.kernels} kernels")
     click.echo("inputs: " + ", ".join(str(i) for i in module.inputs))
     click.echo("outputs: " + ", ".join(f"{name}: {o.dtype}{list(o.shape)}"
@@ -382,10 +408,10 @@ Example:
 @model_options
 @log_option
 @click.option("--seed", type=int, default=0, show_default=True, help="of the random inputs")
-def model_run(model_path: str, target: str, log: str | None, seed: int) -> None:
-    """Run the model on random inputs of its declared shapes; print each output's shape and
+def model_run(model_path: str, target: str, shapes: Shapes, log: str | None, seed: int) -> None:
+    """Run the model on random inputs of its shapes (as declared or fixed by --shape); print each output's shape and
     checksum, and its max error against onnxruntime when that is installed."""
-    module, names = _built(model_path, log, target)
+    module, names = _built(model_path, shapes, log, target)
     inputs = random_inputs(module.inputs, seed)
     outputs = module(**inputs)
     reference = onnxruntime_runner(model_path)
@@ -413,10 +439,11 @@ Example:
 @log_option
 @click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True,
               help="timed rounds (alternating with onnxruntime when installed)")
-def model_bench(model_path: str, target: str, log: str | None, repeat: int) -> None:
+def model_bench(model_path: str, target: str, shapes: Shapes, log: str | None,
+                repeat: int) -> None:
     """Latency of the model, timed alternately with onnxruntime when it is installed (its idle
     threads do not spin); the ratio is the median of the pairwise ratios."""
-    module, _ = _built(model_path, log, target)
+    module, _ = _built(model_path, shapes, log, target)
     inputs = random_inputs(module.inputs)
     reference = onnxruntime_runner(model_path)
     if reference is None:
