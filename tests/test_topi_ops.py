@@ -272,6 +272,23 @@ def test_fused_injective_chain(rng):
     assert_close(run_op(out, [x], [xa], s=s), expected)
 
 
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_elementwise_outputs_smaller_than_l2_stay_on_one_thread(target, rng):
+    """Waking the thread pool costs more than adding two L2-sized tensors on one core: a small
+    broadcast add runs as plain nested loops, one at least the target's L2 in parallel."""
+    with tl.Target(target):
+        l2_floats = tl.Target.current().caches.l2 // 4
+        for shape, parallel in [((1, 13, 7, 29), False), ((l2_floats // 31 + 1, 31), True)]:
+            a = tl.placeholder(shape, name="a")
+            b = tl.placeholder((shape[-2], 1), name="b")
+            out = nn.relu(nn.add(a, b))
+            s = x86.schedule_injective(out)
+            text = str(tl.lower(s, [a, b, out]))
+            assert ("# parallel" in text) is parallel, text
+            av, bv = uniform(rng, *shape), uniform(rng, shape[-2], 1)
+            assert_close(run_op(out, [a, b], [av, bv], s=s), np.maximum(av + bv, 0))
+
+
 def test_top_level_exports():
     assert topi.nn.conv2d_nchw is nn.conv2d_nchw
     for name in topi.x86.__all__:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import tensorlang as tl
 from tensorlang.arith import const_value
+from tensorlang.dtype import as_dtype
 from tensorlang.expr import IterVar
 
 #: Tags of stages that only move or combine values elementwise and can be inlined into readers.
@@ -81,9 +82,32 @@ def fuse_parallel(s: tl.Schedule, stage_tensor: tl.Tensor | tl.Operation,
     return fused
 
 
-def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
-    """Vectorize the innermost axis by one vector of the target and run the fused outer loops in
-    parallel."""
+def parallel_pays(t: tl.Tensor | tl.Operation) -> bool:
+    """Whether a stage's output is large enough to split across threads.
+
+    Waking the thread pool and joining it costs microseconds, as long as one core takes to
+    stream a good part of its L2 cache, and on a loaded machine a woken worker may wait for a
+    core. Measured side by side (an add of two (1, C, H, W) float32 tensors, 100 KB to 1.7 MB,
+    shared 2-core machine), one thread running plain nested loops beat the parallel fused loop
+    at every output size below the L2 size of the current target, so smaller outputs stay on
+    the calling thread. Outputs of symbolic size count as large.
+    """
+    op = t if isinstance(t, tl.Operation) else t.op
+    extents = [static_extent(a) for a in op.axis]
+    if any(e is None for e in extents):
+        return True
+    elements = 1
+    for e in extents:
+        elements *= e  # type: ignore[operator]
+    nbytes = elements * as_dtype(op.output(0).dtype).itemsize
+    return nbytes >= tl.Target.current().caches.l2
+
+
+def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation,
+                             parallel: bool = True) -> None:
+    """Vectorize the innermost axis by one vector of the target; with `parallel`, run the fused
+    outer loops in parallel, else keep them as plain nested loops (whose indices need no
+    division to recover from a fused one)."""
     stage = s[t]
     axes = list(stage.op.axis)
     if not axes:
@@ -93,11 +117,13 @@ def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> Non
     extent = static_extent(inner)
     if extent is not None and extent <= width:
         stage.vectorize(inner)
-        fuse_parallel(s, t, axes[:-1])
-        return
-    outer, lanes = stage.split(inner, factor=width)
-    stage.vectorize(lanes)
-    fuse_parallel(s, t, [*axes[:-1], outer])
+        outer_axes = axes[:-1]
+    else:
+        outer, lanes = stage.split(inner, factor=width)
+        stage.vectorize(lanes)
+        outer_axes = [*axes[:-1], outer]
+    if parallel:
+        fuse_parallel(s, t, outer_axes)
 
 
 def schedule_reduction_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
@@ -134,7 +160,7 @@ def generic_schedule(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
         if op.reduce_axis:
             schedule_reduction_stage(s, op)
         elif id(op) in out_ops or not is_inlinable(op):
-            schedule_injective_stage(s, op)
+            schedule_injective_stage(s, op, parallel=parallel_pays(op))
 
     traverse(s, outs, visit)
     return s
