@@ -221,6 +221,12 @@ def test_benchmark_and_profile_report_latencies(rng: np.random.Generator) -> Non
     table = m.profile(number=2).splitlines()
     assert len(table) == len(m.steps) + 2 and table[-1].startswith("total")
     assert {line.split()[0] for line in table[1:-1]} == {s.name for s in m.steps}
+    # Each call says which ops it runs: a fused kernel is named after its last op only.
+    assert table[0].split()[:3] == ["kernel", "call", "ops"]
+    assert {tuple(line.split()[:2]) for line in table[1:-1]} == {(s.name, s.op) for s in m.steps}
+    by_name = {n.name: n for n in m.graph.ops}
+    fused = [s for s in m.steps if by_name[s.name].op == "fused"]
+    assert fused and all(s.op == "+".join(b.op for b in by_name[s.name].body.ops) for s in fused)
     with pytest.raises(ValueError, match="repeat"):
         _build(g).benchmark(repeat=0)
 

@@ -85,6 +85,44 @@ def test_residual_add_relu_and_dense_bias_gelu_fuse(rng: np.random.Generator) ->
     _check_same(g, opt, rng)
 
 
+@pytest.mark.filterwarnings("ignore:.*no tuned config")  # fallback configs on purpose
+@pytest.mark.parametrize("skip_first", [False, True])
+def test_residual_adds_join_the_projection_conv_in_either_operand_order(
+        rng: np.random.Generator, skip_first: bool) -> None:
+    """MobileNet-V2's inverted residual: expand conv + clip, depthwise conv + clip, projection
+    conv with no activation, then the residual add (ONNX may name either operand first), here
+    followed by a clip. The add and clip run in the projection conv's kernel: three kernels."""
+    g = tg.Graph()
+    x = g.input("x", (1, 7, 11, 5))
+    expand = g.clip(g.conv2d(x, g.constant(_w(rng, 13, 7, 1, 1))), 0.0, 6.0)
+    dw = g.clip(g.conv2d(expand, g.constant(_w(rng, 13, 1, 3, 3)), groups=13, padding=1), 0, 6)
+    project = g.bias_add(g.conv2d(dw, g.constant(_w(rng, 7, 13, 1, 1))), g.constant(_w(rng, 7)))
+    g.output(g.clip(g.add(x, project) if skip_first else g.add(project, x), -1.0, 1.0))
+    m = tg.build(g)
+    assert [s.op for s in m.steps] == ["conv2d+clip", "depthwise_conv2d+clip",
+                                       "conv2d+bias_add+add+clip"]
+    inputs = {"x": _w(rng, 1, 7, 11, 5)}
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:.*no tuned config")  # fallback configs on purpose
+def test_adds_stay_apart_where_fusing_them_is_illegal(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (1, 3, 5, 7))
+    conv = g.conv2d(x, g.constant(_w(rng, 3, 3, 3, 3)), padding=1)
+    # The other operand reads the conv itself: the conv's output must exist on its own.
+    twice = g.add(conv, g.relu(conv))
+    # The add broadcasts the conv's output to a larger shape: not an elementwise tail.
+    conv2 = g.conv2d(twice, g.constant(_w(rng, 3, 3, 1, 1)))
+    g.output(g.add(conv2, g.input("wide", (2, 3, 5, 7))))
+    m = tg.build(g)
+    assert [s.op for s in m.steps] == ["conv2d", "relu+add", "conv2d", "add"]
+    inputs = {"x": _w(rng, 1, 3, 5, 7), "wide": _w(rng, 2, 3, 5, 7)}
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_elementwise_producers_fuse_into_reductions(rng: np.random.Generator) -> None:
     g = tg.Graph()
     x, r = g.input("x", (5, 3, 7)), g.input("r", (5, 3, 7))

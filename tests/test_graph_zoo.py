@@ -53,6 +53,10 @@ def test_from_onnx_matches_onnxruntime(model: zoo.ZooModel, proto) -> None:
     (actual,) = module(**inputs)
     assert actual.shape == expected[0].shape
     _check(actual, expected[0])
+    if model.name in ("resnet18", "mobilenet_v2"):  # each residual Add joins its conv's kernel
+        adds = sum(node.op_type == "Add" for node in proto.graph.node)
+        assert adds > 0 and sum(s.op.startswith("conv2d+bias_add+add") for s in module.steps) \
+            == adds, [s.op for s in module.steps]
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2", "bert_layer"])

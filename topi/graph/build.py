@@ -23,7 +23,7 @@ import tensorlang as tl
 
 from .. import x86
 from .cache import compiler_version, get_kernel
-from .graph import Graph, Node, NodeKind
+from .graph import Graph, Node, NodeKind, op_label
 from .kernel import KernelSpec, Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
@@ -100,7 +100,8 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
                 untuned[repr(spec.workload)] = spec.workload
             weights = {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
                        for p in spec.packs}
-            steps.append(Step(node.name, kernel, _arguments(node, spec, weights, buffers)))
+            steps.append(Step(node.name, op_label(node), kernel,
+                              _arguments(node, spec, weights, buffers)))
     if untuned:
         listing = "\n".join(f"  {name} {list(args)}" for name, args in untuned.values())
         where = "in the log" if log_file is not None else "(no log given)"

@@ -518,5 +518,14 @@ def _attr_str(attrs: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}={_format_attr(v)}" for k, v in attrs.items()) + "}"
 
 
+def op_label(n: Node) -> str:
+    """The ops a node computes, joined by "+": "conv2d+bias_add+clip" for a fused node, the op
+    name for others (what a profile shows next to the node's name)."""
+    if n.op == FUSED:
+        assert n.body is not None
+        return "+".join(b.op for b in n.body.ops)
+    return n.op
+
+
 def _body_op(n: Node) -> str:
     return n.op + _attr_str(n.attrs)

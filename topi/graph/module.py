@@ -27,9 +27,11 @@ from .passes import MemoryPlan
 
 @dataclass
 class Step:
-    """One kernel call: the node it computes and the arrays it takes (inputs, then output)."""
+    """One kernel call: the node it computes, the ops it runs (`graph.op_label`, e.g.
+    "conv2d+bias_add+clip"), and the arrays it takes (inputs, then output)."""
 
     name: str
+    op: str
     kernel: CompiledKernel
     arrays: list[np.ndarray]
 
@@ -97,7 +99,9 @@ class Module(ModelBase):
         return [b.copy() for b in self.output_buffers]
 
     def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
-        """A table of the mean time of each kernel call over `number` runs, slowest first."""
+        """A table of the mean time of each kernel call over `number` runs, slowest first, with
+        the ops each call computes (a fused kernel is named after its last op: its op column
+        says whether it is a lone add or a convolution with the add fused in)."""
         self._execute(check_inputs(self.inputs, inputs or random_inputs(self.inputs)))
         seconds = [0.0] * len(self._calls)
         for _ in range(number):
@@ -107,10 +111,13 @@ class Module(ModelBase):
                 seconds[k] += time.perf_counter() - start
         total = sum(seconds)
         rows = sorted(zip(seconds, self.steps), key=lambda r: -r[0])
-        lines = [f"{'kernel call':<40} {'ms':>9} {'share':>6}"]
+        name_width = max([40, *(len(s.name) + 1 for s in self.steps)])
+        op_width = max([24, *(len(s.op) + 1 for s in self.steps)])
+        lines = [f"{'kernel call':<{name_width}} {'ops':<{op_width}} {'ms':>9} {'share':>6}"]
         for t, step in rows:
-            lines.append(f"{step.name:<40} {t / number * 1e3:>9.3f} {t / total:>6.1%}")
-        lines.append(f"{'total':<40} {total / number * 1e3:>9.3f}")
+            lines.append(f"{step.name:<{name_width}} {step.op:<{op_width}} "
+                         f"{t / number * 1e3:>9.3f} {t / total:>6.1%}")
+        lines.append(f"{'total':<{name_width}} {'':<{op_width}} {total / number * 1e3:>9.3f}")
         return "\n".join(lines)
 
     def arena_offset(self, array: np.ndarray) -> int | None:
