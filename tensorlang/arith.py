@@ -319,11 +319,14 @@ class Simplifier(Mutator):
 
     # Integer sums go through the linear form.
     def _linear(self, e: Expr) -> _Linear:
+        """The linear form of `e`, shared with the cache: read it, never change it (copy it
+        with `scaled(1)` first). Copying at every level of a sum was most of the simplifier's
+        time."""
         known = self._linear_of.get(id(e))
         if known is not None and known[0] is e:
-            return known[1].scaled(1)
+            return known[1]
         lin = self._take_apart(e)
-        self._linear_of[id(e)] = (e, lin.scaled(1))
+        self._linear_of[id(e)] = (e, lin)
         return lin
 
     def _take_apart(self, e: Expr) -> _Linear:
@@ -377,10 +380,10 @@ class Simplifier(Mutator):
         if op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL):
             if op is BinaryOp.MUL and not (_is_const(a) or _is_const(b)):
                 return None
-            lin = self._linear(Binary(op, a, b, t))
+            lin = self._take_apart(Binary(op, a, b, t))  # a new node: its own, fresh form
             self._recombine_div_mod(lin)
             result = lin.to_expr()
-            self._linear_of[id(result)] = (result, lin.scaled(1))
+            self._linear_of[id(result)] = (result, lin)
             return result
         if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and _is_const(b) and int(b.value) > 0:
             return self._div_mod(op, a, int(b.value), t)
