@@ -308,6 +308,26 @@ class Simplifier(Mutator):
         # structural keys are deep tuples, slow to build and to hash again at every dict access.
         self._key_of: dict[int, tuple[Expr, int]] = {}
         self._interned: dict[object, int] = {}
+        # The simplified form of each node visited under the current ranges, by identity. After
+        # unrolling, the copies of a body share every subtree that does not use the unrolled
+        # variable, so most of a function's index arithmetic is simplified once, not per copy.
+        self._done: dict[int, tuple[Expr, Expr]] = {}
+
+    def set_range(self, var: Var, interval: Interval | None) -> None:
+        """Bound `var` to `interval` (None: unbound) for the expressions visited from now on."""
+        if interval is None:
+            self.ranges.pop(var, None)
+        else:
+            self.ranges[var] = interval
+        self._done.clear()  # what was simplified under the old ranges may simplify further
+
+    def visit(self, node: Expr) -> Expr:
+        known = self._done.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        result = super().visit(node)
+        self._done[id(node)] = (node, result)
+        return result
 
     def _key(self, e: Expr) -> int:
         known = self._key_of.get(id(e))
