@@ -95,11 +95,12 @@ def lane_indices(lanes: int, ty: str = "i64") -> Val:
 
 # Instructions without side effects and without memory reads: the same text in one block is the
 # same value. Loads, calls, phis and divisions (which may trap) are always emitted.
-_PURE_OPCODES = frozenset(
-    "add sub mul and or xor shl lshr ashr icmp fcmp select getelementptr insertelement "
-    "extractelement shufflevector sext zext trunc fadd fsub fmul fdiv fneg sitofp uitofp fptosi "
-    "fptoui fpext fptrunc".split()
-)
+_PURE_OPCODES = frozenset({
+    "add", "sub", "mul", "and", "or", "xor", "shl", "lshr", "ashr", "icmp", "fcmp", "select",
+    "getelementptr", "insertelement", "extractelement", "shufflevector", "sext", "zext", "trunc",
+    "fadd", "fsub", "fmul", "fdiv", "fneg", "sitofp", "uitofp", "fptosi", "fptoui", "fpext",
+    "fptrunc",
+})
 
 
 class FunctionWriter:
