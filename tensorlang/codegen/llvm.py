@@ -51,7 +51,7 @@ from ..ir import (
     Stmt,
 )
 from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
-from ..visitor import contains, post_order_visit
+from ..visitor import contains, variables_in_order
 from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
@@ -741,16 +741,8 @@ class CodeGen:
         fw.emit(f"call void @tl_parallel_for(ptr @{task_fn}, ptr {closure.ref}, {tasks})")
 
     def _captured(self, s: For) -> list[tuple[Var, Val]]:
-        order: list[Var] = []
-        seen: set[Var] = set()
-
-        def visit(node: object) -> None:
-            if isinstance(node, Var) and node in self.env and node not in seen:
-                seen.add(node)
-                order.append(node)
-
-        post_order_visit(s, visit)
-        return [(v, self.env[v]) for v in order]
+        """The defined variables that the loop `s` uses, in the order they first occur."""
+        return [(v, self.env[v]) for v in variables_in_order(s) if v in self.env]
 
     def _outline(self, s: For, captured: list[tuple[Var, Val]], struct: str) -> str:
         index = len(self.functions)
