@@ -308,6 +308,26 @@ class Simplifier(Mutator):
         # structural keys are deep tuples, slow to build and to hash again at every dict access.
         self._key_of: dict[int, tuple[Expr, int]] = {}
         self._interned: dict[object, int] = {}
+        # The simplified form of each node visited under the current ranges, by identity. After
+        # unrolling, the copies of a body share every subtree that does not use the unrolled
+        # variable, so most of a function's index arithmetic is simplified once, not per copy.
+        self._done: dict[int, tuple[Expr, Expr]] = {}
+
+    def set_range(self, var: Var, interval: Interval | None) -> None:
+        """Bound `var` to `interval` (None: unbound) for the expressions visited from now on."""
+        if interval is None:
+            self.ranges.pop(var, None)
+        else:
+            self.ranges[var] = interval
+        self._done.clear()  # what was simplified under the old ranges may simplify further
+
+    def visit(self, node: Expr) -> Expr:
+        known = self._done.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        result = super().visit(node)
+        self._done[id(node)] = (node, result)
+        return result
 
     def _key(self, e: Expr) -> int:
         known = self._key_of.get(id(e))
@@ -319,11 +339,14 @@ class Simplifier(Mutator):
 
     # Integer sums go through the linear form.
     def _linear(self, e: Expr) -> _Linear:
+        """The linear form of `e`, shared with the cache: read it, never change it (copy it
+        with `scaled(1)` first). Copying at every level of a sum was most of the simplifier's
+        time."""
         known = self._linear_of.get(id(e))
         if known is not None and known[0] is e:
-            return known[1].scaled(1)
+            return known[1]
         lin = self._take_apart(e)
-        self._linear_of[id(e)] = (e, lin.scaled(1))
+        self._linear_of[id(e)] = (e, lin)
         return lin
 
     def _take_apart(self, e: Expr) -> _Linear:
@@ -377,10 +400,10 @@ class Simplifier(Mutator):
         if op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL):
             if op is BinaryOp.MUL and not (_is_const(a) or _is_const(b)):
                 return None
-            lin = self._linear(Binary(op, a, b, t))
+            lin = self._take_apart(Binary(op, a, b, t))  # a new node: its own, fresh form
             self._recombine_div_mod(lin)
             result = lin.to_expr()
-            self._linear_of[id(result)] = (result, lin.scaled(1))
+            self._linear_of[id(result)] = (result, lin)
             return result
         if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and _is_const(b) and int(b.value) > 0:
             return self._div_mod(op, a, int(b.value), t)

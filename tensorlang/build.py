@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .codegen.target import Target
+from .codegen.target import Target, as_target
 from .ir import IRModule, PrimFunc
 from .lower import lower
 from .runtime import Module, build_module
@@ -32,7 +32,8 @@ def build(
     if isinstance(s_or_module, Schedule):
         if args is None:
             raise TypeError("build(schedule, args): args (the tensors, in call order) are required")
-        func = lower(s_or_module, args, name).main
+        with as_target(target):  # long vectorized loops are chunked by the target's width
+            func = lower(s_or_module, args, name).main
     elif isinstance(s_or_module, IRModule):
         func = s_or_module.main
     elif isinstance(s_or_module, PrimFunc):

@@ -323,7 +323,9 @@ class Stage:
 
     def vectorize(self, axis: IterVar) -> None:
         """Run this loop as SIMD lanes. An extent above 64 or a symbolic one runs as vectors of
-        64 lanes (LLVM splits them into registers) and one masked vector for the rest.
+        the native width of the target it is lowered for (one register of the widest element
+        type: 16 float32 lanes with AVX-512, 8 with AVX2) and one shorter or masked vector for
+        the rest.
 
         Raises:
             ScheduleError: `axis` is a reduction axis (here, or from `lower` when the loop body

@@ -40,9 +40,17 @@ def children(node: Node) -> list[Node]:
         value = getattr(node, name)
         if isinstance(value, Node):
             out.append(value)
-        elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, Node))
+        elif isinstance(value, tuple) and value:
+            out += [v for v in value if isinstance(v, Node)]
     return out
+
+
+def _replace(node: Any, changes: dict[str, Any]) -> Any:
+    """`dataclasses.replace(node, **changes)` for IR nodes (whose fields all go to __init__ and
+    which have no __post_init__), without its per-call checks: mutators call it for every node
+    they rebuild."""
+    return type(node)(*[changes[n] if n in changes else getattr(node, n)
+                        for n in _field_names(type(node))])
 
 
 class _Dispatch:
@@ -108,7 +116,7 @@ class Mutator(_Dispatch):
                 new_items = tuple(self.visit(v) if isinstance(v, Node) else v for v in value)
                 if any(a is not b for a, b in zip(new_items, value)):
                     changes[name] = new_items
-        return dataclasses.replace(node, **changes) if changes else node
+        return _replace(node, changes) if changes else node
 
 
 class _Substituter(Mutator):
@@ -159,6 +167,24 @@ def nodes_below(node: Node) -> Iterator[Node]:
         stack.extend(children(current))
 
 
+def variables_in_order(node: Node) -> list[Var]:
+    """Every Var below `node`, once, in the order of their first occurrence (left to right, the
+    order `post_order_visit` meets them), without calling a function on every other node."""
+    seen: set[int] = set()
+    found: list[Var] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, Var):
+            found.append(current)
+        else:
+            stack.extend(reversed(children(current)))
+    return found
+
+
 def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
     """Whether `node` or any node below it is an instance of `kind` (e.g. a memory read); stops
     at the first one found."""
@@ -167,9 +193,7 @@ def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
 
 def free_vars(node: Node) -> set[Var]:
     """Every Var that occurs in `node` (loop variables included)."""
-    found: set[Var] = set()
-    post_order_visit(node, lambda n: found.add(n) if isinstance(n, Var) else None)
-    return found
+    return set(variables_in_order(node))
 
 
 def uses_var(node: Node, variables: set[Var] | frozenset[Var]) -> bool:

@@ -45,13 +45,14 @@ def test_vectorize_on_a_reduction_axis_raises_naming_stage_and_axis():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
 @pytest.mark.parametrize("n", [65, 130, 257])
-def test_vectorize_longer_than_64_lanes_runs_as_vectors(n, dtype, rng):
+def test_vectorize_longer_than_64_lanes_runs_as_native_vectors(n, dtype, rng):
     A, B = elementwise(n, dtype)
     s = tl.create_schedule(B.op)
     s[B].vectorize(B.op.axis[0])
+    width = tl.Target.current().vector_lanes(dtype)  # one register: 16 float32 with AVX-512
     text = str(tl.lower(s, [A, B]))
-    assert "for i in" not in text and ", 1, 64)]" in text, text  # 64-lane chunks, no scalar loop
-    assert n % 64 < 2 or f", 1, {n % 64})]" in text, text  # and one shorter vector for the rest
+    assert "for i in" not in text and f", 1, {width})]" in text, text  # chunks, no scalar loop
+    assert n % width < 2 or f", 1, {n % width})]" in text, text  # and one shorter vector
     a = random_array((n,), dtype, rng)
     f, out = run(s, [A, B], [a], (n,), dtype)
     np.testing.assert_allclose(out, (a * 3 + a).astype(dtype), **tolerance(dtype))
@@ -63,8 +64,10 @@ def test_vectorize_of_symbolic_extent_runs_as_vectors_with_a_masked_tail(rng):
     A, B = elementwise(n)
     s = tl.create_schedule(B.op)
     s[B].vectorize(B.op.axis[0])
+    w = tl.Target.current().vector_lanes("float32")
     text = str(tl.lower(s, [A, B]))
-    assert "for i.chunk in range(n // 64)" in text and "mask=ramp(0, 1, 64) < x64(n % 64)" in text
+    assert f"for i.chunk in range(n // {w})" in text, text
+    assert f"mask=ramp(0, 1, {w}) < x{w}(n % {w})" in text, text
     f = tl.build(s, [A, B])
     assert "llvm.masked.store" in f.get_source("ll")
     for size in (1, 17, 64, 65, 200):
@@ -72,6 +75,47 @@ def test_vectorize_of_symbolic_extent_runs_as_vectors_with_a_masked_tail(rng):
         out = np.zeros(size, "float32")
         f(a, out)
         np.testing.assert_allclose(out, a * 3 + a, rtol=1e-6)
+
+
+TARGETS = ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_long_vectorized_axis_is_correct_for_every_extent_on_every_target(target, dtype, rng):
+    """Constant extents (1, a prime below one register, primes above 64) and a symbolic one,
+    built for AVX-512, AVX2 and SSE: chunks of the target's width and their tails agree with
+    numpy and write nothing past the end."""
+    sym = tl.var("n")
+    A, B = elementwise(sym, dtype)
+    s = tl.create_schedule(B.op)
+    s[B].vectorize(B.op.axis[0])
+    symbolic = tl.build(s, [A, B], target=target)
+    for n in (1, 7, 65, 257):
+        A, B = elementwise(n, dtype)
+        s = tl.create_schedule(B.op)
+        s[B].vectorize(B.op.axis[0])
+        for f in (tl.build(s, [A, B], target=target), symbolic):
+            a = random_array((n,), dtype, rng)
+            out = np.full(n + 32, 7, dtype)
+            f(a, out[:n])
+            np.testing.assert_allclose(out[:n], (a * 3 + a).astype(dtype), **tolerance(dtype))
+            assert (out[n:] == 7).all(), f"wrote past the end for n={n}"
+
+
+@pytest.mark.parametrize("target, used, unused", [
+    ("llvm -mcpu=haswell", "ymm", "zmm"),
+    ("llvm -mcpu=x86-64", "xmm", "ymm"),
+])
+def test_long_vectorized_axis_uses_the_registers_of_the_target(target, used, unused):
+    A, B = elementwise(256)
+    s = tl.create_schedule(B.op)
+    s[B].vectorize(B.op.axis[0])
+    with tl.Target(target) as current:
+        width = current.vector_lanes("float32")
+        assert f", 1, {width})]" in str(tl.lower(s, [A, B]))
+        asm = tl.build(s, [A, B]).get_source("asm")
+    assert re.search(rf"%{used}\d+", asm) and not re.search(rf"%{unused}\d+", asm), asm
 
 
 @pytest.mark.parametrize("n", [65, 100])

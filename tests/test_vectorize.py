@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from ir_builders import buf, load, loop
 
+import tensorlang as tl
 from tensorlang.dtype import INT32, as_dtype
-from tensorlang.expr import Const, Var, const
+from tensorlang.expr import Cast, Const, Var, const
 from tensorlang.ir import (
     Allocate,
     Broadcast,
@@ -90,24 +91,42 @@ def test_inner_loop_stays_a_loop_around_vectors() -> None:
     np.testing.assert_allclose(y, x @ w, rtol=1e-5)
 
 
-def test_long_and_symbolic_vectors_run_as_64_lane_chunks() -> None:
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"])
+def test_long_and_symbolic_vectors_run_as_chunks_of_the_native_width(target) -> None:
     i, n = Var("i", INT32), Var("n", INT32)
-    for extent, shape_vars, sizes in ((const(150), (), [150]), (n, (n,), [1, 64, 65, 150])):
-        a, c = buf("A", "float32", (extent,)), buf("C", "float32", (extent,))
-        body = loop(i, extent, BufferStore(c, i, load(a, i) + 1.0), ForKind.VECTORIZED)
-        out = vectorize_loops(PrimFunc("f", (a, c), shape_vars, body))
-        assert _kinds(out) == [ForKind.SERIAL]  # the loop over whole chunks
-        lanes = sorted({r.lanes for r in _nodes(out, Ramp)})
-        assert lanes == ([22, 64] if shape_vars == () else [64]), lanes
-        masked = [s for s in _nodes(out, BufferStore) if s.mask is not None]
-        assert len(masked) == (0 if shape_vars == () else 1)
-        m = build_module(out)
-        for size in sizes:
-            x = np.arange(size, dtype="float32")
-            y = np.full(size + 64, -1.0, "float32")
-            m(x, y[:size])
-            np.testing.assert_array_equal(y[:size], x + 1)
-            assert (y[size:] == -1).all()
+    with tl.Target(target) as current:
+        width = current.vector_lanes("float32")  # 16 with AVX-512, 8 with AVX2, 4 with SSE
+        for extent, shape_vars, sizes in ((const(150), (), [150]), (n, (n,), [1, 7, 64, 65, 150])):
+            a, c = buf("A", "float32", (extent,)), buf("C", "float32", (extent,))
+            body = loop(i, extent, BufferStore(c, i, load(a, i) + 1.0), ForKind.VECTORIZED)
+            out = vectorize_loops(PrimFunc("f", (a, c), shape_vars, body))
+            assert _kinds(out) == [ForKind.SERIAL]  # the loop over whole chunks
+            lanes = sorted({r.lanes for r in _nodes(out, Ramp)})
+            assert lanes == (sorted({150 % width, width}) if shape_vars == () else [width]), lanes
+            masked = [s for s in _nodes(out, BufferStore) if s.mask is not None]
+            assert len(masked) == (0 if shape_vars == () else 1)
+            m = build_module(out)
+            for size in sizes:
+                x = np.arange(size, dtype="float32")
+                y = np.full(size + 64, -1.0, "float32")
+                m(x, y[:size])
+                np.testing.assert_array_equal(y[:size], x + 1)
+                assert (y[size:] == -1).all()
+
+
+def test_chunks_fit_one_register_of_the_widest_element_type() -> None:
+    """A float64 load in a float32 loop halves the chunk: each value fills one register."""
+    i = Var("i", INT32)
+    a, c = buf("A", "float64", (100,)), buf("C", "float32", (100,))
+    narrow = Cast(load(a, i), as_dtype("float32"))
+    body = loop(i, 100, BufferStore(c, i, narrow), ForKind.VECTORIZED)
+    for bits, width in ((512, 8), (256, 4), (128, 2)):
+        out = vectorize_loops(PrimFunc("f", (a, c), (), body), vector_bits=bits)
+        assert sorted({r.lanes for r in _nodes(out, Ramp)}) == sorted({width, 100 % width} - {0})
+        x = np.arange(100, dtype="float64") / 3
+        y = np.zeros(100, "float32")
+        build_module(out)(x, y)
+        np.testing.assert_array_equal(y, x.astype("float32"))
 
 
 def test_loops_whose_lanes_are_not_independent_raise() -> None:

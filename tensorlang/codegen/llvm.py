@@ -15,6 +15,8 @@ their declared width.
 from __future__ import annotations
 
 import re
+import sys
+import time
 from collections.abc import Callable
 
 import llvmlite.binding as llvm
@@ -50,8 +52,9 @@ from ..ir import (
     Seq,
     Stmt,
 )
+from ..lower import debug_level
 from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
-from ..visitor import contains, post_order_visit
+from ..visitor import contains, variables_in_order
 from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
@@ -741,16 +744,8 @@ class CodeGen:
         fw.emit(f"call void @tl_parallel_for(ptr @{task_fn}, ptr {closure.ref}, {tasks})")
 
     def _captured(self, s: For) -> list[tuple[Var, Val]]:
-        order: list[Var] = []
-        seen: set[Var] = set()
-
-        def visit(node: object) -> None:
-            if isinstance(node, Var) and node in self.env and node not in seen:
-                seen.add(node)
-                order.append(node)
-
-        post_order_visit(s, visit)
-        return [(v, self.env[v]) for v in order]
+        """The defined variables that the loop `s` uses, in the order they first occur."""
+        return [(v, self.env[v]) for v in variables_in_order(s) if v in self.env]
 
     def _outline(self, s: For, captured: list[tuple[Var, Val]], struct: str) -> str:
         index = len(self.functions)
@@ -817,4 +812,10 @@ def codegen(func: PrimFunc, target: Target | str | None = None, symbol: str | No
         (returning an `int32_t` status instead when `func` has bound checks, see
         codegen/bounds.py) and `void <symbol>_packed(int64_t* args)`.
     """
-    return CodeGen(func, as_target(target), symbol or func.name).module_text()
+    start = time.perf_counter()
+    text = CodeGen(func, as_target(target), symbol or func.name).module_text()
+    if debug_level() >= 1:  # next to the timings of the lowering passes and of LLVM
+        ms, lines = 1e3 * (time.perf_counter() - start), text.count("\n")
+        print(f"[tensorlang] {symbol or func.name}: codegen {ms:.1f} ms, {lines} lines of LLVM IR",
+              file=sys.stderr)
+    return text

@@ -33,12 +33,9 @@ class _StmtSimplifier(Mutator):
         saved = self.expr.ranges.get(node.var)
         lo_b = self.expr.bounds(lo)
         hi_b = self.expr.bounds(extent)
-        self.expr.ranges[node.var] = (lo_b[0], lo_b[1] + hi_b[1] - 1)
+        self.expr.set_range(node.var, (lo_b[0], lo_b[1] + hi_b[1] - 1))
         body = self.visit(node.body)
-        if saved is None:
-            del self.expr.ranges[node.var]
-        else:
-            self.expr.ranges[node.var] = saved
+        self.expr.set_range(node.var, saved)
         if body is NOP:
             return NOP
         if lo is node.min and extent is node.extent and body is node.body:

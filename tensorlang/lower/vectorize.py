@@ -6,10 +6,12 @@ affine in v keep a Ramp index (one vector load/store in the codegen), other vect
 gathers/scatters. An `if` whose condition depends on v and whose body only stores becomes masked
 stores with masked loads under it: the vector tail of a non-dividing split.
 
-A loop of constant extent up to 64 becomes one vector of that many lanes. A longer or symbolic
-extent runs as a serial loop over vectors of 64 lanes (LLVM splits each into native registers)
-followed by the rest: a shorter vector when the extent is constant, else one 64-lane vector under
-a lane mask.
+A loop of constant extent up to 64 becomes one vector of that many lanes (a schedule that asks
+for that width gets it). A longer or symbolic extent runs as a serial loop over chunks of the
+native width of the current target (`Target.current()`: one SIMD register of the body's widest
+element type, e.g. 16 float32 lanes with AVX-512, 8 with AVX2, 4 with SSE), followed by the rest:
+a shorter vector when the extent is constant, else one chunk under a lane mask. Wider chunks would
+only be split into registers again by LLVM, and a masked tail of native width wastes less.
 
 A loop body that is not lane-independent cannot be vectorized and raises `ScheduleError`: an
 Allocate inside, a store whose index does not depend on v but whose value does (a reduction into
@@ -54,6 +56,7 @@ from ..schedule import ScheduleError
 from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
 
 MAX_LANES = 64
+"""The longest vector a constant extent becomes in one piece; longer ones run in native chunks."""
 
 
 class _CannotVectorize(Exception):
@@ -316,9 +319,17 @@ def _fold_int(op: BinaryOp, a: Expr, b: int) -> Expr:
     return _fold(op, a, Const(b, a.dtype))
 
 
-def _vectorize_loop(node: For) -> Stmt:
-    """`node` as vector code: one vector of its constant extent up to MAX_LANES, else MAX_LANES
-    wide chunks and a rest (constant extent) or a masked last chunk (symbolic extent)."""
+def native_lanes(body: Stmt, vector_bits: int) -> int:
+    """Lanes of one `vector_bits` register of the widest element type that `body` loads or
+    stores (at least 1): the chunk width that needs no splitting by LLVM."""
+    dtypes = (n.buffer.dtype for n in nodes_below(body) if isinstance(n, (BufferLoad, BufferStore)))
+    bits = max((t.itemsize * 8 for t in dtypes), default=32)
+    return max(1, vector_bits // bits)
+
+
+def _vectorize_loop(node: For, vector_bits: int) -> Stmt:
+    """`node` as vector code: one vector of its constant extent up to MAX_LANES, else native-width
+    chunks and a rest (constant extent) or a masked last chunk (symbolic extent)."""
     extent, var, start = node.extent, node.var, node.min
     if isinstance(extent, Const):
         lanes = int(extent.value)
@@ -326,24 +337,28 @@ def _vectorize_loop(node: For) -> Stmt:
             return substitute(node.body, {var: start}) if lanes == 1 else seq()
         if lanes <= MAX_LANES:
             return _Vectorizer(var, start, lanes).stmt(node.body)
+    width = native_lanes(node.body, vector_bits)
     chunk = Var(f"{var.name}.chunk", var.dtype)
-    chunks = _fold_int(BinaryOp.FLOORDIV, extent, MAX_LANES) if not isinstance(extent, Const) \
-        else Const(int(extent.value) // MAX_LANES, extent.dtype)
-    chunk_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunk, MAX_LANES))
+    chunks = _fold_int(BinaryOp.FLOORDIV, extent, width) if not isinstance(extent, Const) \
+        else Const(int(extent.value) // width, extent.dtype)
+    chunk_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunk, width))
     main = For(chunk, Const(0, var.dtype), chunks, ForKind.SERIAL,
-               _Vectorizer(var, chunk_start, MAX_LANES).stmt(node.body), node.annotations)
-    rest_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunks, MAX_LANES))
+               _Vectorizer(var, chunk_start, width).stmt(node.body), node.annotations)
+    rest_start = _fold(BinaryOp.ADD, start, _fold_int(BinaryOp.MUL, chunks, width))
     if isinstance(extent, Const):
-        rest = int(extent.value) % MAX_LANES
+        rest = int(extent.value) % width
         tail = For(var, rest_start, Const(rest, extent.dtype), ForKind.VECTORIZED, node.body)
-        return seq(main, _vectorize_loop(tail))
-    rest_expr = _fold_int(BinaryOp.FLOORMOD, extent, MAX_LANES)
-    masked = _Vectorizer(var, rest_start, MAX_LANES, active=rest_expr).stmt(node.body)
+        return seq(main, _vectorize_loop(tail, vector_bits))
+    rest_expr = _fold_int(BinaryOp.FLOORMOD, extent, width)
+    masked = _Vectorizer(var, rest_start, width, active=rest_expr).stmt(node.body)
     has_rest = Compare(CompareOp.GT, rest_expr, Const(0, rest_expr.dtype), BOOL)
     return seq(main, IfThenElse(has_rest, masked, None, True))
 
 
 class _LoopVectorizer(Mutator):
+    def __init__(self, vector_bits: int) -> None:
+        self.vector_bits = vector_bits
+
     def visit_For(self, node: For) -> Stmt:
         body = self.visit(node.body)  # inner loops first
         if node.kind is not ForKind.VECTORIZED:
@@ -354,7 +369,7 @@ class _LoopVectorizer(Mutator):
         why = _lane_hazard(node.body)
         if why is None:
             try:
-                return _vectorize_loop(node)
+                return _vectorize_loop(node, self.vector_bits)
             except _CannotVectorize as exc:
                 why = str(exc)
         raise ScheduleError(f"vectorize: loop {node.var.name} cannot run as vector lanes: {why}")
@@ -365,11 +380,13 @@ class _LoopVectorizer(Mutator):
     visit_BufferStore = visit_Evaluate = _leaf
 
 
-def vectorize_loops(func: PrimFunc) -> PrimFunc:
+def vectorize_loops(func: PrimFunc, vector_bits: int | None = None) -> PrimFunc:
     """Turn VECTORIZED loops into vector code.
 
     Args:
         func: a lowered function whose buffers are flat.
+        vector_bits: the SIMD register width that long loops are chunked by; by default that of
+            the current target (`with tl.Target(...)`, else the host), as schedules read it.
 
     Returns:
         The function with no VECTORIZED loop left.
@@ -377,4 +394,8 @@ def vectorize_loops(func: PrimFunc) -> PrimFunc:
     Raises:
         ScheduleError: a vectorized loop whose lanes are not independent.
     """
-    return func.with_body(_LoopVectorizer().visit(func.body))
+    if vector_bits is None:
+        from ..codegen.target import Target  # the codegen layer owns the target scope
+
+        vector_bits = Target.current().vector_bits
+    return func.with_body(_LoopVectorizer(vector_bits).visit(func.body))
