@@ -330,8 +330,9 @@ class Tuner:
         out: list[ConfigEntity] = []
         if self.fallback is not None and self.fallback.index in self._one_shot:
             out.append(self.fallback)
-        if self._verdict_winner is not None:
-            out.append(self._verdict_winner)
+        winner = self._verdict_winner
+        if winner is not None and all(c.index != winner.index for c in out):
+            out.append(winner)
         taken = {c.index for c in out}
         fastest = sorted(self._one_shot.values(), key=lambda entry: entry[1])
         out += [c for c, _ in fastest if c.index not in taken][:top]
