@@ -70,6 +70,7 @@ def test_tune_writes_its_trials_and_compares_with_the_fallback_and_numpy(
     header, row = out.splitlines()
     assert header.split()[:2] == ["workload", "target"]
     assert row.startswith("matmul.x86 [[16, 8], [8, 24], 'float32']") and " 8 " in row
+    assert "median of 5" in row  # the best is the last run's re-measured verdict
 
     curve = curves(log)[0]
     assert len(curve.trial_gflops) == 8
