@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -268,6 +268,8 @@ class Measurer:
         self.feature_kind = feature_kind
         self.features: dict[int, np.ndarray] = {}
         self._by_hash: dict[str, MeasureResult] = {}
+        self._kept: dict[int, Artifact] = {}  # config index -> artifact, for `remeasure`
+        self._wanted: set[int] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.build_seconds = 0.0
         self.run_seconds = 0.0
@@ -313,7 +315,17 @@ class Measurer:
         for k, (inp, b) in enumerate(zip(inputs, builds)):
             if results[k] is None:
                 results[k] = self._by_hash[b.ir_hash]  # type: ignore[union-attr]
+        self._kept = {i: a for i, a in self._kept.items() if i in self._wanted}
+        for inp, b, res in zip(inputs, builds, results):
+            if isinstance(b, Artifact) and res is not None and res.ok:
+                self._kept[inp.config.index] = b
         return [r for r in results if r is not None]
+
+    def keep(self, indices: Iterable[int]) -> None:
+        """Keep the artifacts of these configs for `remeasure` (so that it compiles nothing
+        again); the others are dropped at the next `run`, which keeps its own batch's until
+        the next call."""
+        self._wanted = set(indices)
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """Build and run `inputs` now."""
@@ -322,9 +334,13 @@ class Measurer:
     def remeasure(self, inputs: Sequence[MeasureInput],
                   rounds: int) -> list[list[MeasureResult]]:
         """Time `inputs` afresh (ignoring the timings kept for `run`) in `rounds` round-robin
-        rounds: one result per input and round, `[input][round]`. Inputs with identical code
-        are timed once per round; a failed build is that input's result in every round."""
-        builds = self.submit_builds(inputs, features=False).result()
+        rounds: one result per input and round, `[input][round]`. Kept artifacts (`keep`) are
+        reused, the other inputs built; inputs with identical code are timed once per round; a
+        failed build is that input's result in every round."""
+        missing = [i for i in inputs if i.config.index not in self._kept]
+        built = iter(self.submit_builds(missing, features=False).result() if missing else [])
+        builds = [self._kept[i.config.index] if i.config.index in self._kept else next(built)
+                  for i in inputs]
         slot: dict[str, int] = {}  # ir_hash -> position among the artifacts to time
         artifacts: list[Artifact] = []
         for b in builds:

@@ -50,10 +50,10 @@ class Result:
 
     def __str__(self) -> str:
         how = "" if self.verdict is None else (
-            f", re-measured: median of {len(self.verdict.rounds[0])} rounds against "
+            f"; re-measured: median of {len(self.verdict.rounds[0])} rounds against "
             f"{len(self.verdict.inputs) - 1} other configs")
         return (f"best {self.config} : {self.cost * 1e3:.4f} ms, {self.gflops:.2f} GFLOP/s "
-                f"({self.n_results} measurements{how})")
+                f"({self.n_results} measurements){how}")
 
 
 class TuningError(RuntimeError):

@@ -50,6 +50,9 @@ class _FunctionMeasurer:
                              f"{len(inputs)} inputs")
         return results
 
+    def keep(self, indices: Iterable[int]) -> None:
+        """Nothing to keep: the function builds nothing."""
+
     def remeasure(self, inputs: Sequence[MeasureInput],
                   rounds: int) -> list[list[MeasureResult]]:
         """Call the function on the inputs `rounds` times, round-robin: `[input][round]`."""
@@ -265,6 +268,7 @@ class Tuner:
                 results = measurer.run(inputs, builds)
                 self._learn_features(measurer.features)
                 self.update(inputs, results)
+                measurer.keep(c.index for c in self._contenders(remeasure_top))
                 for cb in callbacks:
                     cb(self, inputs, results)
                 if (early_stopping is not None
