@@ -103,8 +103,7 @@ class Verdict:
         for per, costs in zip(timings, rounds):
             failed = next((r for r in per if not r.ok), None)
             if failed is not None:
-                error = failed.error_no if failed.error_no is not MeasureErrorNo.NO_ERROR \
-                    else MeasureErrorNo.RUNTIME_ERROR
+                error = failed.error_no or MeasureErrorNo.RUNTIME_ERROR  # NO_ERROR, no costs
                 results.append(MeasureResult((), error, failed.error_msg or "no timing",
                                              machine=failed.machine))
             else:
@@ -388,7 +387,6 @@ class Tuner:
 
     def _transfer(self, records: list[Record]) -> None:
         """Learn from other workloads of the same template (model-based tuners override)."""
-
 
 
 def _check_remeasure(top: int, rounds: int) -> None:
