@@ -199,22 +199,30 @@ def test_re_measurements_are_no_training_points(task: autotune.Task, tmp_path: P
     assert [len(ys) for ys in other._transfer_ys] == [16]
 
 
-def test_the_verdict_takes_the_median_and_a_failed_round_disqualifies(
+def test_the_verdict_compares_rounds_pairwise_and_a_failed_round_disqualifies(
         task: autotune.Task) -> None:
-    inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(3)]
+    inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(4)]
 
-    def ok(cost: float) -> MeasureResult:
-        return MeasureResult((cost,), MeasureErrorNo.NO_ERROR)
+    def ok(*costs: float) -> list[MeasureResult]:
+        return [MeasureResult((c,), MeasureErrorNo.NO_ERROR) for c in costs]
 
     timeout = MeasureResult((), MeasureErrorNo.RUN_TIMEOUT, "too slow")
-    verdict = Verdict.judge(inputs, [[ok(3.0), ok(1.0), ok(3.0)],     # median 3: one lucky round
-                                     [ok(2.0), ok(2.0), ok(9.0)],     # median 2: one unlucky
-                                     [ok(0.5), timeout, ok(0.5)]])    # failed a round
-    assert verdict.chosen == 1 and verdict.best[1].costs == (2.0,)
-    assert verdict.results[2].error_no is MeasureErrorNo.RUN_TIMEOUT
-    assert verdict.rounds[2] == [0.5, float("inf"), 0.5]
-    tie = Verdict.judge(inputs[:2], [[ok(1.0)], [ok(1.0)]])
+    # The load rose in rounds 2 and 3 for everyone, and once more for the second contender
+    # alone: 10% faster than the fallback in 4 rounds of 5, it wins, although the median of
+    # its times (2.7) is above the fallback's (1.0). The third was lucky once, then 10% slower.
+    verdict = Verdict.judge(inputs, [ok(1.0, 3.0, 3.0, 1.0, 1.0),
+                                     ok(0.9, 2.7, 2.7, 2.7, 0.9),
+                                     ok(0.5, 3.3, 3.3, 1.1, 1.1),
+                                     ok(0.1, 0.1) + [timeout] + ok(0.1, 0.1)])
+    assert verdict.chosen == 1 and verdict.best[1].costs == (2.7,)
+    assert verdict.ratios[:3] == pytest.approx([1.0, 0.9, 1.1])
+    assert verdict.results[3].error_no is MeasureErrorNo.RUN_TIMEOUT
+    assert verdict.rounds[3][2] == float("inf") and verdict.ratios[3] == float("inf")
+    tie = Verdict.judge(inputs[:2], [ok(1.0), ok(1.0)])
     assert tie.chosen == 0  # the first contender (the fallback) wins ties
+    # Without a fallback that ran every round, the next contender is the reference.
+    without = Verdict.judge(inputs[:3], [[timeout] + ok(1.0), ok(2.0, 2.0), ok(1.0, 3.0)])
+    assert without.ratios[1:] == [1.0, 1.0] and without.chosen == 1
     assert Verdict.judge(inputs[:1], [[timeout]]) is None
 
 

@@ -4,10 +4,11 @@ A tuner only has to say which configs to try next (`next_batch`) and what to lea
 (`update`); the loop, callbacks, early stopping, history loading and the bookkeeping of the best
 config live here. Every tuner measures the task's fallback config first (what the template builds
 untuned), and at the end of a run re-measures its few best configs and the fallback side by side,
-round-robin, several times: the median decides the final best (a `Verdict`), so that neither a
-lucky one-shot timing on a busy machine nor a config slower than the untuned schedule ends as the
-best. Measurement is anything with the `Measurer` interface, or a plain function `measure(inputs)
--> results` (handy for tests and simulations).
+round-robin, several times: the median of each one's per-round time ratio to the fallback decides
+the final best (a `Verdict`), so that neither a lucky one-shot timing on a busy machine nor a
+config slower than the untuned schedule ends as the best. Measurement is anything with the
+`Measurer` interface, or a plain function `measure(inputs) -> results` (handy for tests and
+simulations).
 """
 
 from __future__ import annotations
@@ -73,19 +74,28 @@ REMEASURE_ROUNDS = 5
 class Verdict:
     """The end-of-run re-measurement of a task's best configs and its fallback.
 
+    The contenders are timed in interleaved rounds, so within a round they see the same load;
+    each is judged by the median over the rounds of its time divided by the reference's time in
+    the same round (the reference: the first contender that ran every round, the fallback when
+    it did), as `tensorlang.benchmark.compare` judges two kernels. A drift of the load between
+    rounds then cancels out, where medians of absolute times would compare different loads.
+
     Attributes:
-        inputs: the candidates: the fallback (when measured), the previous verdict's winner
+        inputs: the contenders: the fallback (when measured), the previous verdict's winner
             (after a resume) and the best configs by their one-shot timing.
-        rounds: per candidate, the cost of each round in seconds (inf for a failed round).
-        results: per candidate, a result whose one cost is the median of its rounds, or its
-            first error when a round failed (a candidate that fails a round cannot win).
-        chosen: the position of the winner: the lowest median (the first candidate, the
-            fallback, wins ties).
+        rounds: per contender, the cost of each round in seconds (inf for a failed round).
+        results: per contender, a result whose one cost is the median of its rounds, or its
+            first error when a round failed (a contender that fails a round cannot win).
+        ratios: per contender, the median of its per-round time ratios to the reference (1 for
+            the reference, inf for a contender that failed a round).
+        chosen: the position of the winner, the lowest ratio (ties go to the earlier
+            contender: the fallback first).
     """
 
     inputs: list[MeasureInput]
     rounds: list[list[float]]
     results: list[MeasureResult]
+    ratios: list[float]
     chosen: int
 
     @property
@@ -97,7 +107,7 @@ class Verdict:
     def judge(cls, inputs: Sequence[MeasureInput],
               timings: Sequence[Sequence[MeasureResult]]) -> Verdict | None:
         """The verdict on `inputs` from their round results (`[input][round]`), or None when
-        every candidate failed a round."""
+        every contender failed a round."""
         rounds = [[r.mean for r in per] for per in timings]
         results = []
         for per, costs in zip(timings, rounds):
@@ -114,8 +124,11 @@ class Verdict:
         ok = [k for k, r in enumerate(results) if r.ok]
         if not ok:
             return None
-        chosen = min(ok, key=lambda k: results[k].mean)
-        return cls(list(inputs), rounds, results, chosen)
+        reference = rounds[ok[0]]
+        ratios = [statistics.median(c / ref for c, ref in zip(costs, reference))
+                  if results[k].ok else float("inf") for k, costs in enumerate(rounds)]
+        chosen = min(ok, key=lambda k: ratios[k])
+        return cls(list(inputs), rounds, results, ratios, chosen)
 
 
 class Tuner:
@@ -289,8 +302,9 @@ class Tuner:
         `tune` does this at the end of every run; call it after `load_history` to settle a
         log's best again (say on a quiet machine). The contenders are the fallback config, the
         previous verdict's winner and the `top` fastest other configs by their one-shot trial
-        timing; each is timed `rounds` times, round-robin, and the lowest median wins (the
-        fallback on a tie). Nothing is re-measured with fewer than two contenders.
+        timing; each is timed `rounds` times, round-robin, and the lowest median ratio to the
+        fallback's time in the same round wins (the fallback on a tie; see `Verdict`). Nothing
+        is re-measured with fewer than two contenders.
 
         Args:
             measure_option: as for `tune`.

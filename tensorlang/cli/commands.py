@@ -201,13 +201,15 @@ def _tuned_speed(result: autotune.Result) -> str:
     if verdict is None:
         return f"best measured while tuning: {result.gflops:.1f} GFLOP/s"
     config = result.task.fallback_config()
-    fallback = next((r for i, r in zip(verdict.inputs, verdict.results)
+    fallback = next((k for k, i in enumerate(verdict.inputs)
                      if config is not None and i.config.index == config.index), None)
     text = (f"best re-measured: {result.gflops:.1f} GFLOP/s, median of "
             f"{len(verdict.rounds[0])} rounds side by side with {len(verdict.inputs) - 1} other "
             "configs")
-    if fallback is not None and fallback.ok:
-        text += f" (fallback {gflops(result.task.flop, fallback):.1f} GFLOP/s)"
+    if fallback is not None and verdict.results[fallback].ok:
+        speedup = verdict.ratios[fallback] / verdict.ratios[verdict.chosen]
+        text += (f" (fallback {gflops(result.task.flop, verdict.results[fallback]):.1f} "
+                 f"GFLOP/s; best/fallback speed-up, median of the rounds: {speedup:.2f}x)")
     return text
 
 

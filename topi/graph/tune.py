@@ -9,11 +9,11 @@ throughput seen on a task of the same template). Tasks whose configs run out dro
 
 The first trial of every task measures its fallback config (the one `build` uses untuned), and
 at the end of the run every task tuned in it re-measures its fallback and its fastest configs side
-by side, round-robin (`autotune.remeasure`): the median decides the task's best, so that neither a
-lucky one-shot timing on a busy machine nor a config slower than the fallback is what `build`
-applies. Every measurement goes to the log, and the log is where a run resumes: the trials
-already recorded for a task count against the budget and its best record (its latest verdict's
-winner, once re-measured) is its starting latency.
+by side, round-robin (`autotune.remeasure`): the median per-round ratio to the fallback decides
+the task's best, so that neither a lucky one-shot timing on a busy machine nor a config slower
+than the fallback is what `build` applies. Every measurement goes to the log, and the log is
+where a run resumes: the trials already recorded for a task count against the budget and its best
+record (its latest verdict's winner, once re-measured) is its starting latency.
 """
 
 from __future__ import annotations
