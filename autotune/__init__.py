@@ -30,7 +30,7 @@ from .space import (
     InstantiationError,
 )
 from .task import Task, create_task, current_target, get_config, query_config, template
-from .tuning import Result, TuningError, tune
+from .tuning import Result, TuningError, remeasure, tune
 
 __all__ = [
     "FEATURE_VERSION",
@@ -71,6 +71,7 @@ __all__ = [
     "log_to_file",
     "measure_option",
     "query_config",
+    "remeasure",
     "template",
     "tune",
     "tuner",

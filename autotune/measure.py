@@ -16,14 +16,14 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job
 from . import hostcpu
+from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .workers import Job, Outcome, WorkerPool
 
@@ -228,6 +228,33 @@ def measure_option(builder: Builder | None = None, runner: Runner | None = None,
     return MeasureOption(builder or LocalBuilder(), runner or LocalRunner(), overlap)
 
 
+def round_robin(count: int, rounds: int,
+                time_in_order: Callable[[list[int]], Sequence[MeasureResult]]
+                ) -> list[list[MeasureResult]]:
+    """Time `count` candidates in `rounds` rounds, each round all of them one after another,
+    and each round starting one candidate later, so that a drift of the machine's load (and
+    whatever running first or last does) hits every candidate alike.
+
+    Args:
+        count: the number of candidates.
+        rounds: how many times each is timed.
+        time_in_order: times the candidates at the given positions, in that order; one result
+            per position.
+
+    Returns:
+        results[candidate][round].
+    """
+    out: list[list[MeasureResult]] = [[] for _ in range(count)]
+    for r in range(rounds if count else 0):
+        order = [(r + k) % count for k in range(count)]
+        results = time_in_order(order)
+        if len(results) != count:
+            raise RuntimeError(f"timing {count} candidates returned {len(results)} results")
+        for k, res in zip(order, results):
+            out[k].append(res)
+    return out
+
+
 class Measurer:
     """Measures batches of one task: build, skip configs whose code was already timed, run.
 
@@ -241,16 +268,20 @@ class Measurer:
         self.feature_kind = feature_kind
         self.features: dict[int, np.ndarray] = {}
         self._by_hash: dict[str, MeasureResult] = {}
+        self._kept: dict[int, Artifact] = {}  # config index -> artifact, for `remeasure`
+        self._wanted: set[int] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.build_seconds = 0.0
         self.run_seconds = 0.0
 
-    def submit_builds(self, inputs: Sequence[MeasureInput]
+    def submit_builds(self, inputs: Sequence[MeasureInput], features: bool = True
                       ) -> concurrent.futures.Future[list[Artifact | MeasureResult]]:
-        """Start building in the background (while the runner measures another batch)."""
+        """Start building in the background (while the runner measures another batch), with
+        the features the tuner wants unless `features` is False."""
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(1)
-        return self._executor.submit(self.option.builder.build, list(inputs), self.feature_kind)
+        return self._executor.submit(self.option.builder.build, list(inputs),
+                                     self.feature_kind if features else None)
 
     def run(self, inputs: Sequence[MeasureInput],
             builds: Sequence[Artifact | MeasureResult]) -> list[MeasureResult]:
@@ -284,11 +315,42 @@ class Measurer:
         for k, (inp, b) in enumerate(zip(inputs, builds)):
             if results[k] is None:
                 results[k] = self._by_hash[b.ir_hash]  # type: ignore[union-attr]
+        self._kept = {i: a for i, a in self._kept.items() if i in self._wanted}
+        for inp, b, res in zip(inputs, builds, results):
+            if isinstance(b, Artifact) and res is not None and res.ok:
+                self._kept[inp.config.index] = b
         return [r for r in results if r is not None]
+
+    def keep(self, indices: Iterable[int]) -> None:
+        """Keep the artifacts of these configs for `remeasure` (so that it compiles nothing
+        again); the others are dropped at the next `run`, which keeps its own batch's until
+        the next call."""
+        self._wanted = set(indices)
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """Build and run `inputs` now."""
         return self.run(inputs, self.submit_builds(inputs).result())
+
+    def remeasure(self, inputs: Sequence[MeasureInput],
+                  rounds: int) -> list[list[MeasureResult]]:
+        """Time `inputs` afresh (ignoring the timings kept for `run`) in `rounds` round-robin
+        rounds: one result per input and round, `[input][round]`. Kept artifacts (`keep`) are
+        reused, the other inputs built; inputs with identical code are timed once per round; a
+        failed build is that input's result in every round."""
+        missing = [i for i in inputs if i.config.index not in self._kept]
+        built = iter(self.submit_builds(missing, features=False).result() if missing else [])
+        builds = [self._kept[i.config.index] if i.config.index in self._kept else next(built)
+                  for i in inputs]
+        slot: dict[str, int] = {}  # ir_hash -> position among the artifacts to time
+        artifacts: list[Artifact] = []
+        for b in builds:
+            if isinstance(b, Artifact) and b.ir_hash not in slot:
+                slot[b.ir_hash] = len(artifacts)
+                artifacts.append(b)
+        timed = round_robin(len(artifacts), rounds,
+                            lambda order: self.option.runner.run([artifacts[k] for k in order]))
+        return [[b] * rounds if isinstance(b, MeasureResult) else timed[slot[b.ir_hash]]
+                for b in builds]
 
     def close(self) -> None:
         """Stop the background build thread and release the builder and runner."""

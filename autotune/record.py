@@ -4,8 +4,11 @@ The last stage of tuning and the first of deployment. A line holds the format ve
 the target (as given, and the CPU signature it resolved to: name, vector width, FMA), the config
 (index and readable knob values), the result and the feature version. A record is applied only on a
 target with the same CPU signature: a config tuned for AVX-512 is not what an AVX2 machine should
-run. Lines are flushed as they are written so an interrupted run loses at most the line it was
-writing; a reader skips such a broken line with a warning. Never pickle: logs are read by later
+run. At the end of a run the tuner re-measures its best configs and the fallback side by side and
+logs them as re-measured records (`Record.rounds`, one marked `chosen`): such a verdict, not a
+lucky one-shot trial, is what every reader of the log takes as a workload's best. Lines are
+flushed as they are written so an interrupted run loses at most the line it was writing; a reader
+skips such a broken line with a warning. Never pickle: logs are read by later
 versions and by people.
 """
 
@@ -41,6 +44,9 @@ class Record:
         feature_version: the feature version of the run that wrote it.
         cpu: the CPU signature of the target (`tl.Target.cpu_signature`, e.g.
             "haswell avx2-256 fma"); empty in logs written before it was recorded.
+        rounds: for a re-measured record (the verdict at the end of a run), the cost of each
+            round, and `result.costs` holds their median; empty for a tuning trial.
+        chosen: whether this re-measured record won its verdict.
     """
 
     workload: list[Any]
@@ -50,6 +56,14 @@ class Record:
     result: MeasureResult
     feature_version: int = FEATURE_VERSION
     cpu: str = ""
+    rounds: tuple[float, ...] = ()
+    chosen: bool = False
+
+    @property
+    def remeasured(self) -> bool:
+        """Whether this is a re-measurement of a verdict rather than a tuning trial (so it
+        counts neither as a trial nor as a training point)."""
+        return bool(self.rounds)
 
     @property
     def cpu_signature(self) -> str:
@@ -73,28 +87,30 @@ class Record:
         return self.result.machine
 
 
-def encode(inp: MeasureInput, result: MeasureResult) -> str:
-    """The JSON line (without newline) for one measurement."""
-    return json.dumps(
-        {
-            "version": LOG_FORMAT_VERSION,
-            "workload": inp.task.workload,
-            "target": inp.task.target,
-            "cpu": inp.task.compile_target.cpu_signature,
-            "config": inp.config.to_json(),
-            "result": {
-                "costs": list(result.costs),
-                "error_no": int(result.error_no),
-                "error": result.error_no.name,
-                "error_msg": result.error_msg[:500],
-                "all_cost": result.all_cost,
-                "timestamp": result.timestamp,
-                "machine": result.machine,
-            },
-            "feature_version": FEATURE_VERSION,
+def encode(inp: MeasureInput, result: MeasureResult, rounds: Sequence[float] = (),
+           chosen: bool = False) -> str:
+    """The JSON line (without newline) for one measurement; `rounds` and `chosen` for a
+    re-measured record (see `Record`)."""
+    obj: dict[str, Any] = {
+        "version": LOG_FORMAT_VERSION,
+        "workload": inp.task.workload,
+        "target": inp.task.target,
+        "cpu": inp.task.compile_target.cpu_signature,
+        "config": inp.config.to_json(),
+        "result": {
+            "costs": list(result.costs),
+            "error_no": int(result.error_no),
+            "error": result.error_no.name,
+            "error_msg": result.error_msg[:500],
+            "all_cost": result.all_cost,
+            "timestamp": result.timestamp,
+            "machine": result.machine,
         },
-        separators=(",", ":"),
-    )
+        "feature_version": FEATURE_VERSION,
+    }
+    if rounds:
+        obj["remeasured"] = {"rounds": [float(c) for c in rounds], "chosen": bool(chosen)}
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def decode(line: str) -> Record:
@@ -109,6 +125,7 @@ def decode(line: str) -> Record:
             raise ValueError(f"log format version {obj.get('version')!r} is not "
                              f"{LOG_FORMAT_VERSION}")
         res = obj["result"]
+        remeasured = obj.get("remeasured", {})
         result = MeasureResult(
             costs=tuple(float(c) for c in res["costs"]),
             error_no=MeasureErrorNo(int(res["error_no"])),
@@ -125,6 +142,8 @@ def decode(line: str) -> Record:
             result=result,
             feature_version=int(obj.get("feature_version", FEATURE_VERSION)),
             cpu=str(obj.get("cpu", "")),
+            rounds=tuple(float(c) for c in remeasured.get("rounds", ())),
+            chosen=bool(remeasured.get("chosen", False)),
         )
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"not a tuning record: {err}") from None
@@ -145,7 +164,8 @@ def load_records(path: str | os.PathLike[str]) -> list[Record]:
 
 
 class _LogWriter:
-    """A tuner callback that appends each measurement to a file and flushes it."""
+    """A tuner callback that appends each measurement to a file and flushes it; its
+    `remeasured` hook appends the verdict of the end-of-run re-measurement."""
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
@@ -153,10 +173,19 @@ class _LogWriter:
 
     def __call__(self, tuner: Any, inputs: Sequence[MeasureInput],
                  results: Sequence[MeasureResult]) -> None:
+        self._write(encode(inp, res) for inp, res in zip(inputs, results))
+
+    def remeasured(self, tuner: Any, verdict: Any) -> None:
+        """Append one re-measured record per candidate of `verdict` (a `tuner.base.Verdict`)."""
+        self._write(encode(inp, res, rounds, k == verdict.chosen)
+                    for k, (inp, res, rounds) in enumerate(zip(verdict.inputs, verdict.results,
+                                                               verdict.rounds)))
+
+    def _write(self, lines: Iterable[str]) -> None:
         if self._file is None:
             self._file = _open_for_append(self.path)
-        for inp, res in zip(inputs, results):
-            self._file.write(encode(inp, res) + "\n")
+        for line in lines:
+            self._file.write(line + "\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -186,14 +215,34 @@ def log_to_file(path: str | os.PathLike[str]) -> Callable[..., None]:
     return _LogWriter(path)
 
 
+def is_better(new: Record, old: Record) -> bool:
+    """Whether `new` should replace `old` as the best record of their workload.
+
+    A verdict's chosen record (re-measured side by side with its rivals and the fallback) beats
+    every one-shot trial, however fast: one timing on a busy machine can be lucky. A later
+    verdict beats an earlier one, since it re-measured the earlier winner along with the
+    newer configs. Between trials, the faster wins. Callers offer only `candidate`s.
+    """
+    if new.chosen != old.chosen:
+        return new.chosen
+    if new.chosen:
+        return new.result.timestamp >= old.result.timestamp
+    return new.result.mean < old.result.mean
+
+
+def candidate(record: Record) -> bool:
+    """Whether a record may be a workload's best: a valid trial or a verdict's winner (the
+    verdict's losers never are)."""
+    return record.result.ok and (record.chosen or not record.remeasured)
+
+
 def best_records(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
-    """The fastest valid record per (workload key, target)."""
+    """The best record per (workload key, target): its latest verdict's winner when it was
+    re-measured (see `is_better`), else its fastest valid trial."""
     best: dict[tuple[str, str], Record] = {}
     for r in records:
-        if not r.result.ok:
-            continue
         key = (r.key, r.target)
-        if key not in best or r.result.mean < best[key].result.mean:
+        if candidate(r) and (key not in best or is_better(r, best[key])):
             best[key] = r
     return best
 
@@ -230,7 +279,7 @@ class ApplyHistoryBest:
         for rec in best_records(_as_records(path_or_records)).values():
             for table, key in ((self.best, (rec.key, rec.cpu_signature)),
                                (self._any_target, rec.key)):
-                if key not in table or rec.result.mean < table[key].result.mean:
+                if key not in table or is_better(rec, table[key]):
                     table[key] = rec
         self._warned: set[tuple[str, str]] = set()
         self._context: Iterator[Any] | None = None
@@ -298,7 +347,8 @@ class MergeSummary:
 def merge(paths: Iterable[str | os.PathLike[str]],
           out_path: str | os.PathLike[str]) -> MergeSummary:
     """Merge logs (e.g. from several machines) into one holding the best record per workload
-    and target.
+    and target: the latest verdict's winner where one was re-measured (`is_better`), so that
+    the merged log, merged again or resumed, keeps the verdict.
 
     Lines are copied as they are; broken or foreign lines are skipped and counted (one warning
     says how many). `out_path` may be one of `paths`: it is replaced only when all are read.
@@ -322,8 +372,7 @@ def merge(paths: Iterable[str | os.PathLike[str]],
                         broken += 1
                         continue
                     key = (rec.key, rec.target, rec.cpu_signature)
-                    if rec.result.ok and (key not in best
-                                          or rec.result.mean < best[key][0].result.mean):
+                    if candidate(rec) and (key not in best or is_better(rec, best[key][0])):
                         best[key] = (rec, line.strip())
             except UnicodeDecodeError:
                 raise ValueError(f"{os.fspath(path)} is not a text file of tuning records") \

@@ -15,7 +15,7 @@ from .result import MeasureErrorNo, MeasureInput, MeasureResult, gflops
 from .space import ConfigEntity
 from .task import Task
 from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
-from .tuner.base import Callback, MeasureFn
+from .tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP, Callback, MeasureFn, Verdict
 
 _TUNERS = {
     "xgb": XGBTuner,
@@ -31,11 +31,14 @@ class Result:
     """The outcome of `tune`.
 
     Attributes:
-        config: the fastest config (None if nothing ran successfully).
-        cost: its mean time in seconds (inf if none).
+        config: the fastest config (None if nothing ran successfully): the winner of the
+            end-of-run re-measurement, or of the log's latest one, when there was one.
+        cost: its time in seconds (re-measured: the median of the rounds; inf if none).
         gflops: its throughput.
-        n_results: measurements of this task in total (including resumed ones).
+        n_results: trials of this task in total (including resumed ones; re-measurements are
+            not trials).
         task: the task.
+        verdict: this run's end-of-run re-measurement (None when it made none).
     """
 
     config: ConfigEntity | None
@@ -43,10 +46,14 @@ class Result:
     gflops: float
     n_results: int
     task: Task
+    verdict: Verdict | None = None
 
     def __str__(self) -> str:
+        how = "" if self.verdict is None else (
+            f"; re-measured: median of {len(self.verdict.rounds[0])} rounds against "
+            f"{len(self.verdict.inputs) - 1} other configs")
         return (f"best {self.config} : {self.cost * 1e3:.4f} ms, {self.gflops:.2f} GFLOP/s "
-                f"({self.n_results} measurements)")
+                f"({self.n_results} measurements){how}")
 
 
 class TuningError(RuntimeError):
@@ -94,8 +101,16 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
          measure_option: MeasureOption | MeasureFn | None = None,
          early_stopping: int | None = None, callbacks: Iterable[Callback] = (),
          seed: int | None = None, progress: bool = True,
-         history: Iterable[Record] = ()) -> Result:
+         history: Iterable[Record] = (), remeasure_top: int = REMEASURE_TOP,
+         remeasure_rounds: int = REMEASURE_ROUNDS) -> Result:
     """Tune `task` and return the best config found.
+
+    At the end of a run that measured anything, the fallback config, the previous verdict's
+    winner and the `remeasure_top` fastest trials are re-measured side by side,
+    `remeasure_rounds` times each, round-robin; the lowest median of the per-round time ratios
+    to the fallback is the best, and the verdict goes to the log, where `apply_history_best`,
+    `best_records`, `merge` and a resumed run find it (`Tuner.remeasure`). It costs
+    `remeasure_rounds` timings of a few configs, a few seconds, and counts no trials.
 
     Args:
         task: from `autotune.create_task`.
@@ -110,17 +125,13 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         progress: show a progress bar (trials, current and best GFLOP/s, ETA) on stderr
             when it is a terminal; False hides it.
         history: records of other workloads of the same template, for transfer learning.
+        remeasure_top, remeasure_rounds: the end-of-run re-measurement; 0 turns it off.
 
     Raises:
         TuningError: no valid measurement exists and every trial of this run failed with the
             same error kind (the message names it): the setup is broken, not the configs.
     """
-    t = _make_tuner(task, tuner, seed)
-    records = list(history)
-    if log_file is not None and os.path.exists(log_file):
-        records += load_records(log_file)
-    if records:
-        t.load_history(records)
+    t = _resumed(_make_tuner(task, tuner, seed), log_file, history)
     already = t.trial_count
     todo = max(0, trials - already)
     cbs = list(callbacks)
@@ -134,19 +145,55 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
     cbs.append(watch)
     try:
         if todo:
-            t.tune(todo, measure_option, early_stopping=early_stopping, callbacks=cbs)
+            t.tune(todo, measure_option, early_stopping=early_stopping, callbacks=cbs,
+                   remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds)
     finally:
         for cb in cbs:
             close = getattr(cb, "close", None) or getattr(cb, "finish", None)
             if close is not None:
                 close()
-    best = t.best_result
-    if best is None:
+    if t.best_result is None:
         watch.raise_if_all_failed_alike(task)
+    return _result(t)
+
+
+def remeasure(task: Task, log_file: str | os.PathLike[str],
+              measure_option: MeasureOption | MeasureFn | None = None,
+              top: int = REMEASURE_TOP, rounds: int = REMEASURE_ROUNDS) -> Result:
+    """Re-measure the contenders for `task`'s best in `log_file` (its fallback, the latest
+    verdict's winner and the `top` fastest trials), `rounds` times each, round-robin, and
+    append the verdict to the log (see `Tuner.remeasure`); no trial is made.
+
+    `topi.graph.tune` settles each task's best this way at the end of a run; it also settles a
+    log tuned on a busy machine, run again on a quiet one.
+    """
+    t = _resumed(Tuner(task), log_file, ())
+    writer = log_to_file(log_file)
+    try:
+        t.remeasure(measure_option, top, rounds, callbacks=[writer])
+    finally:
+        writer.close()
+    return _result(t)
+
+
+def _resumed(t: Tuner, log_file: str | os.PathLike[str] | None,
+             history: Iterable[Record]) -> Tuner:
+    """`t` after learning from `history` and from `log_file` (when it exists)."""
+    records = list(history)
+    if log_file is not None and os.path.exists(log_file):
+        records += load_records(log_file)
+    if records:
+        t.load_history(records)
+    return t
+
+
+def _result(t: Tuner) -> Result:
+    best = t.best_result
     return Result(
         config=t.best_config,
         cost=best.mean if best is not None else float("inf"),
-        gflops=gflops(task.flop, best) if best is not None else 0.0,
+        gflops=gflops(t.task.flop, best) if best is not None else 0.0,
         n_results=t.trial_count,
-        task=task,
+        task=t.task,
+        verdict=t.verdict,
     )

@@ -58,7 +58,7 @@ def test_log_file_truncation_is_skipped_with_a_warning(tmp_path: object) -> None
     task = autotune.create_task("test_record/scale", (64,))
     log = tmp_path / "log.jsonl"
     autotune.tune(task, trials=5, tuner="grid", log_file=log, measure_option=fake_measure,
-                  progress=False)
+                  progress=False, remeasure_top=0)  # one line per trial
     text = log.read_text()
     assert len(text.splitlines()) == 5
     log.write_text(text[:-20])  # an interrupted write
@@ -68,7 +68,7 @@ def test_log_file_truncation_is_skipped_with_a_warning(tmp_path: object) -> None
     # Appending after the broken line starts a fresh line, so later records stay readable.
     with pytest.warns(UserWarning, match="broken log line"):  # resuming reads the log too
         autotune.tune(task, trials=7, tuner="grid", log_file=log, measure_option=fake_measure,
-                      progress=False)
+                      progress=False, remeasure_top=0)
     with pytest.warns(UserWarning):
         assert len(autotune.load_records(log)) == 4 + 3
 
@@ -77,7 +77,7 @@ def test_resume_skips_measured_configs(tmp_path: object) -> None:
     task = autotune.create_task("test_record/scale", (64,))
     log = tmp_path / "log.jsonl"
     first = autotune.tune(task, trials=3, tuner="random", log_file=log,
-                          measure_option=fake_measure, seed=0, progress=False)
+                          measure_option=fake_measure, seed=0, progress=False, remeasure_top=0)
     measured: list[int] = []
 
     def spy(inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -85,7 +85,7 @@ def test_resume_skips_measured_configs(tmp_path: object) -> None:
         return fake_measure(inputs)
 
     second = autotune.tune(task, trials=7, tuner="random", log_file=log, measure_option=spy,
-                           seed=0, progress=False)
+                           seed=0, progress=False, remeasure_top=0)  # spy counts trials only
     logged = [r.config_index for r in autotune.load_records(log)]
     assert len(measured) == 4 and len(set(logged)) == 7 == len(task.config_space)
     assert second.n_results == 7 and second.cost <= first.cost
@@ -101,7 +101,7 @@ def test_a_log_of_an_older_template_version_is_not_applied(tmp_path: object) -> 
     task = autotune.create_task("test_record/scale", (96,))
     log = tmp_path / "log.jsonl"
     autotune.tune(task, trials=4, tuner="grid", log_file=log, measure_option=fake_measure,
-                  progress=False)
+                  progress=False, remeasure_top=0)  # the last line is a trial
     (best,) = autotune.best_records(autotune.load_records(log)).values()
     line = json.loads(log.read_text().splitlines()[-1])
     line["config"] = {"index": best.config_index, "knobs": {"tile": [-1, 4]}}

@@ -17,6 +17,11 @@ from topi.graph.reference import run_reference
 from topi.graph.tune import TaskState, choose, fallback_index, gradient
 
 
+def trials_in(log: Path) -> list[autotune.Record]:
+    """The tuning trials of a log (the re-measured verdicts at the end of runs are not)."""
+    return [r for r in autotune.load_records(log) if not r.remeasured]
+
+
 def _w(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, size=shape).astype("float32")
 
@@ -81,11 +86,11 @@ def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generato
     progress = io.StringIO()
     result = tg.tune(g, trials=9, per_round=3, tuner="random", log_file=log, seed=0,
                      stream=progress)
-    assert result.trials == 9 == len(autotune.load_records(log))
+    assert result.trials == 9 == len(trials_in(log))
     assert [s.trials for s in result.states] == [3, 3, 3]  # the warm-up round
     # Each task's first trial is its fallback config: tuned never means slower than untuned.
     first = {}
-    for record in autotune.load_records(log):
+    for record in trials_in(log):
         first.setdefault(record.key, record.config_index)
     assert [first[s.task.key] for s in result.states] == [fallback_index(s.task)
                                                           for s in result.states]
@@ -95,13 +100,20 @@ def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generato
     lines = progress.getvalue().splitlines()
     assert lines[0].startswith("[tune") and "round 1: task 1/3 conv2d_nchw.x86 x2" in lines[0]
     assert "budget 9/9" in lines[2] and "trials in" in lines[-1]
+    # At the end each task re-measured its contenders: its best is its verdict's median.
+    assert sum("re-measured" in line for line in lines) == 3
+    verdicts = autotune.best_records(autotune.load_records(log))
+    assert all(verdicts[(s.task.key, s.task.target)].chosen for s in result.states)
+    assert [s.best for s in result.states] == [verdicts[(s.task.key, s.task.target)].result.mean
+                                               for s in result.states]
     # Rerunning with the same budget resumes from the log: nothing left to do.
+    lines = len(autotune.load_records(log))
     again = tg.tune(g, trials=9, per_round=3, tuner="random", log_file=log, progress=False)
-    assert again.trials == 9 == len(autotune.load_records(log))
+    assert again.trials == 9 == len(trials_in(log)) and len(autotune.load_records(log)) == lines
     assert [s.best for s in again.states] == [s.best for s in result.states]
     # A larger budget adds only the difference.
     more = tg.tune(g, trials=12, per_round=3, tuner="random", log_file=log, progress=False)
-    assert more.trials == 12 == len(autotune.load_records(log))
+    assert more.trials == 12 == len(trials_in(log))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         m = tg.build(g, log_file=log)
@@ -114,3 +126,49 @@ def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generato
 def test_tune_rejects_bad_budgets(rng: np.random.Generator) -> None:
     with pytest.raises(ValueError, match="per_round"):
         tg.tune(small_cnn(rng), trials=4, per_round=0)
+
+
+def test_each_task_ends_with_its_verdict_even_against_lucky_timings(
+        rng: np.random.Generator, tmp_path: Path) -> None:
+    """Every config but the fallback reads fast the first time it is timed and is slow after:
+    the end-of-run re-measurement gives every task its fallback back, and build applies it."""
+    g = small_cnn(rng)
+    fallbacks = {task.key: fallback_index(task) for task, _ in tg.extract_tasks(g)}
+    timed: set[tuple[str, int]] = set()
+
+    def lucky(inputs: list[autotune.MeasureInput]) -> list[autotune.MeasureResult]:
+        out = []
+        for i in inputs:
+            key = (i.task.key, i.config.index)
+            cost = 1e-4 if i.config.index == fallbacks[i.task.key] else (
+                2e-4 if key in timed else 1e-5)
+            timed.add(key)
+            out.append(autotune.MeasureResult((cost,), autotune.MeasureErrorNo.NO_ERROR))
+        return out
+
+    log = tmp_path / "model.jsonl"
+    progress = io.StringIO()
+    result = tg.tune(g, trials=12, per_round=4, tuner="random", log_file=log, seed=0,
+                     measure_option=lucky, stream=progress)
+    assert result.trials == 12 == len(trials_in(log))
+    assert min(r.result.mean for r in trials_in(log)) == 1e-5  # the lucky one-shot timings
+    best = autotune.best_records(autotune.load_records(log))
+    for state in result.states:
+        record = best[(state.task.key, state.task.target)]
+        assert record.chosen and record.config_index == fallbacks[state.task.key]
+        assert state.best == 1e-4 and record.rounds == (1e-4,) * 5
+    assert progress.getvalue().count("re-measured") == 3
+    # Without the re-measurement, a lucky config would be each task's best.
+    naive = tmp_path / "naive.jsonl"
+    timed.clear()
+    tg.tune(g, trials=12, per_round=4, tuner="random", log_file=naive, seed=0,
+            measure_option=lucky, progress=False, remeasure_top=0)
+    assert all(r.result.mean == 1e-5 for r in
+               autotune.best_records(autotune.load_records(naive)).values())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = tg.build(g, log_file=log)
+    assert not [w for w in caught if "fallback" in str(w.message)]
+    inputs = {"x": _w(rng, 1, 4, 9, 9)}
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
+                               atol=1e-5)

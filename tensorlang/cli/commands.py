@@ -21,6 +21,7 @@ import autotune
 import tensorlang as tl
 import topi.graph as tg
 from autotune import InstantiationError
+from autotune.result import gflops
 from tensorlang.benchmark import compare
 from topi.graph.model_io import random_inputs
 
@@ -175,7 +176,7 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
     if result.config is None:
         raise click.ClickException(f"no config compiled and ran: see the errors in {log}")
     click.echo(f"best config: {result.config}")
-    click.echo(f"best measured while tuning: {result.gflops:.1f} GFLOP/s")
+    click.echo(_tuned_speed(result))
     if not no_compare:
         if not quiet and sys.stderr.isatty():  # progress, like the tuning bar
             click.echo("timing the best kernel side by side with the alternatives ...", err=True)
@@ -188,11 +189,29 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
         click.echo(format_table(["kernel", "GFLOP/s", "tuned speed-up"], table, "lrr"))
         fallback = next(r for r in rows if r.name == "fallback")
         if fallback.tuned_speedup is not None and fallback.tuned_speedup < 0.95:
-            click.echo(f"note: the fallback config was faster than the best of "
-                       f"{result.n_results} trials here, yet the log's best is what "
-                       "apply_history_best uses: tune longer (--trials), or measure again on a "
-                       "quiet machine")
-    click.echo(f"\nlog: {os.path.abspath(log)} ({result.n_results} records of this workload)")
+            click.echo("note: the fallback config was faster here than the log's best (what "
+                       "apply_history_best uses), although the tuner re-measured both side by "
+                       "side: the machine's load changed; settle it again on a quiet machine "
+                       "(autotune.remeasure)")
+    click.echo(f"\nlog: {os.path.abspath(log)} ({result.n_results} trials of this workload)")
+
+
+def _tuned_speed(result: autotune.Result) -> str:
+    """What the tuner measured of its best: the re-measured verdict when it made one."""
+    verdict = result.verdict
+    if verdict is None:
+        return f"best measured while tuning: {result.gflops:.1f} GFLOP/s"
+    config = result.task.fallback_config()
+    fallback = next((k for k, i in enumerate(verdict.inputs)
+                     if config is not None and i.config.index == config.index), None)
+    text = (f"best re-measured: {result.gflops:.1f} GFLOP/s, median of "
+            f"{len(verdict.rounds[0])} rounds side by side with {len(verdict.inputs) - 1} other "
+            "configs")
+    if fallback is not None and verdict.results[fallback].ok:
+        speedup = verdict.ratios[fallback] / verdict.ratios[verdict.chosen]
+        text += (f" (fallback {gflops(result.task.flop, verdict.results[fallback]):.1f} "
+                 f"GFLOP/s; best/fallback speed-up, median of the rounds: {speedup:.2f}x)")
+    return text
 
 
 @cli.command(epilog="""\b
@@ -213,9 +232,10 @@ def best(logs: tuple[str, ...], imports: tuple[str, ...]) -> None:
     table = [(f"{b.record.template_name} {b.record.workload[1]}", b.record.target,
               str(b.trials), f"{b.record.result.mean * 1e3:.4f}",
               "-" if b.gflops is None else f"{b.gflops:.1f}",
+              f"median of {len(b.record.rounds)}" if b.record.remeasured else "one trial",
               f"#{b.record.config_index} {b.record.knobs}") for b in rows]
-    click.echo(format_table(["workload", "target", "trials", "best ms", "GFLOP/s", "config"],
-                            table, "llrrrl"))
+    click.echo(format_table(["workload", "target", "trials", "best ms", "GFLOP/s", "timed",
+                             "config"], table, "llrrrll"))
 
 
 @cli.command(epilog="""\b

@@ -1,7 +1,9 @@
 """Reading tuning logs for people: the best record per workload, and the tuning curve.
 
 A log holds one JSON line per measurement, in the order they were made, possibly of several
-workloads and targets (`autotune.record`). GFLOP/s need the workload's flop count, which the log
+workloads and targets (`autotune.record`), and after each run the re-measured verdict on the best
+configs: the best record of a workload is its latest verdict's winner, and re-measured records
+are not trials (neither counted nor drawn on the curve). GFLOP/s need the workload's flop count, which the log
 does not store: it is recomputed by creating the task, so the template must be registered (topi's
 always are; user templates come from `--import`).
 """
@@ -86,7 +88,7 @@ def best_per_workload(records: Sequence[Record]) -> list[Best]:
     """One Best per (workload, target) that has a valid measurement, in order of appearance."""
     counts: dict[tuple[str, str], int] = {}
     for r in records:
-        counts[(r.key, r.target)] = counts.get((r.key, r.target), 0) + 1
+        counts[(r.key, r.target)] = counts.get((r.key, r.target), 0) + (not r.remeasured)
     flops: dict[tuple[str, str], float | None] = {}
     rows = []
     for key, rec in autotune.best_records(records).items():
@@ -124,7 +126,8 @@ def curves(path: str | Path) -> list[Curve]:
     records = read_log(path)
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in records:
-        groups.setdefault((r.key, r.target), []).append(r)
+        if not r.remeasured:
+            groups.setdefault((r.key, r.target), []).append(r)
     flops: dict[tuple[str, str], float | None] = {}
     out = []
     for (key, target), group in groups.items():

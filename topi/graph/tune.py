@@ -7,10 +7,13 @@ most, estimated per task as count x (a blend of the recent improvement per trial
 forecast: either the latency would keep falling like 1/trials, or the task would reach the best
 throughput seen on a task of the same template). Tasks whose configs run out drop out.
 
-The first trial of every task measures its fallback config (the one `build` uses untuned), so
-that a tuned record is never one the tuner measured slower than what the model would run
-without it. Every measurement goes to the log, and the log is where a run resumes: the trials
-already recorded for a task count against the budget and its best record is its starting latency.
+The first trial of every task measures its fallback config (the one `build` uses untuned), and
+at the end of the run every task tuned in it re-measures its fallback and its fastest configs side
+by side, round-robin (`autotune.remeasure`): the median per-round ratio to the fallback decides
+the task's best, so that neither a lucky one-shot timing on a busy machine nor a config slower
+than the fallback is what `build` applies. Every measurement goes to the log, and the log is
+where a run resumes: the trials already recorded for a task count against the budget and its best
+record (its latest verdict's winner, once re-measured) is its starting latency.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import autotune
 import tensorlang as tl
 from autotune import FallbackConfig, Task
 from autotune.tuner import Tuner
+from autotune.tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP
 
 from .graph import Graph
 from .tasks import extract_tasks
@@ -163,17 +167,18 @@ class _Given(Tuner):
 
 
 def _resume(states: Sequence[TaskState], log_file: str) -> None:
-    """Trials and best latencies already in the log."""
+    """Trials and best latencies already in the log (re-measurements are not trials)."""
     if not os.path.exists(log_file):
         return
     by_key = {(s.task.key, s.task.target): s for s in states}
-    for record in autotune.load_records(log_file):
+    records = autotune.load_records(log_file)
+    for record in records:
         state = by_key.get((record.key, record.target))
-        if state is None:
-            continue
-        state.trials += 1
-        if record.result.ok:
-            state.best = min(state.best, record.result.mean)
+        if state is not None and not record.remeasured:
+            state.trials += 1
+    for key, best in autotune.best_records(records).items():
+        if key in by_key:
+            by_key[key].best = best.result.mean
     for s in states:
         if s.trials:
             s.history.append((s.trials, s.best))
@@ -183,7 +188,8 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
          target: str | tl.Target = "llvm", tuner: str = "xgb", per_round: int = 32,
          measure_option: Any = None, early_stopping: int | None = None,
          seed: int | None = None, progress: bool = True,
-         stream: TextIO | None = None) -> TuneResult:
+         stream: TextIO | None = None, remeasure_top: int = REMEASURE_TOP,
+         remeasure_rounds: int = REMEASURE_ROUNDS) -> TuneResult:
     """Tune the tasks of `g` with one budget of `trials` measurements in all.
 
     Args:
@@ -199,6 +205,9 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         early_stopping: per round, stop a task after this many trials without improvement.
         seed: passed to the tuners.
         progress: print a line per round (and the summary) to `stream` (stderr by default).
+        remeasure_top, remeasure_rounds: at the end, each task tuned in this run re-measures
+            its fallback, its previous verdict's winner and its `remeasure_top` fastest configs
+            `remeasure_rounds` times, round-robin (no trials of the budget); 0 turns it off.
 
     Raises:
         ValueError: a non-positive budget or round size.
@@ -207,18 +216,23 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         raise ValueError(f"tune: trials must be >= 0 and per_round >= 1, got {trials}, "
                          f"{per_round}")
     start = time.perf_counter()
+    if remeasure_top < 0 or remeasure_rounds < 0:
+        raise ValueError(f"tune: remeasure_top and remeasure_rounds must be >= 0, got "
+                         f"{remeasure_top}, {remeasure_rounds}")
     states = [TaskState(task, count) for task, count in extract_tasks(g, target)]
     out = stream if stream is not None else sys.stderr
     with tempfile.TemporaryDirectory() as tmp:
         log = str(log_file) if log_file is not None else os.path.join(tmp, "tune.jsonl")
         _resume(states, log)
+        resumed = [s.trials for s in states]
         rounds = 0
         while (remaining := trials - sum(s.trials for s in states)) > 0:
             state = choose(states)
             if state is None:
                 break
             budget = state.trials + min(per_round, remaining)
-            common = {"log_file": log, "measure_option": measure_option, "progress": False}
+            common = {"log_file": log, "measure_option": measure_option, "progress": False,
+                      "remeasure_top": 0}  # once per task, at the end
             fallback = fallback_index(state.task) if state.trials == 0 else None
             if fallback is not None:
                 autotune.tune(state.task, trials=1, tuner=_Given(state.task, [fallback]),
@@ -232,10 +246,31 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
             rounds += 1
             if progress:
                 _report(out, rounds, states, state, trials, start)
+        for state, before in zip(states, resumed):
+            if state.trials > before:
+                _settle(state, log, measure_option, remeasure_top, remeasure_rounds,
+                        out if progress else None)
     summary = TuneResult(states, time.perf_counter() - start)
     if progress:
         print(summary, file=out, flush=True)
     return summary
+
+
+def _settle(state: TaskState, log: str, measure_option: Any, top: int, rounds: int,
+            out: TextIO | None) -> None:
+    """Re-measure a task's contenders for the best; the verdict's median is its latency."""
+    result = autotune.remeasure(state.task, log, measure_option, top, rounds)
+    if result.verdict is None:
+        return
+    state.best = result.cost
+    if out is not None:
+        verdict, index = result.verdict, fallback_index(state.task)
+        fallback = next((r for i, r in zip(verdict.inputs, verdict.results)
+                         if i.config.index == index), None)
+        print(f"[tune] re-measured {state.task.name} ({len(verdict.inputs)} configs x "
+              f"{rounds}): best {_ms(state.best)} ms ({state.gflops:.1f} GFLOP/s)"
+              + ("" if fallback is None else f", fallback {_ms(fallback.mean)} ms"),
+              file=out, flush=True)
 
 
 def _report(out: TextIO, rounds: int, states: Sequence[TaskState], state: TaskState,
