@@ -218,7 +218,8 @@ def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., No
         _before_run_hooks.reset(token)
     arg_specs = _arg_specs(args)
     try:
-        func = tl.lower(s, args, name="kernel").main
+        with task.compile_target:  # lowering reads the target too (e.g. vector chunk widths)
+            func = tl.lower(s, args, name="kernel").main
         digest = hashlib.sha1(str(func).encode()).hexdigest()
         code = build_object(func, task.target)
     except Exception as err:  # noqa: BLE001 - reported as a compile error of this config

@@ -116,8 +116,9 @@ def get_kernel(key: str, make: Lowerable, target: tl.Target,
 
 
 def _compile(make: Lowerable, symbol: str, target: tl.Target, directory: Path, key: str) -> None:
-    s, params = make()
-    func = tl.lower(s, list(params), name=symbol).main
+    with target:  # the schedule and the lowering both read the target being compiled for
+        s, params = make()
+        func = tl.lower(s, list(params), name=symbol).main
     ll = codegen(func, target, symbol)
     obj = emit_object(ll, symbol, target)
     meta = {"symbol": symbol, "signature": json.loads(Signature.from_primfunc(func).to_json())}
