@@ -100,7 +100,10 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     fuse_parallel(s, out, [n, k_outer])
 
     b = s[blocked]
-    if conv.op is out.op:
+    if lane and conv.op is not out.op:
+        # conv2d_NCHWc's output stage is a copy of the block: the tail reads the block itself.
+        s[conv].compute_inline()
+    if conv.op is out.op or lane:
         b.compute_at(o, x_outer)
     else:
         compute_chain_at(s, out, conv, x_outer)
