@@ -26,13 +26,15 @@ def _in_target(target, fn):
 
 
 CONV_CASES = [
-    # N, C, bi, H, W, K, bo, R, S, stride, padding, dilation
+    # N, C, bi, H, W, K, bo, R, S, stride, padding, dilation (bi = 0: NCHW data)
     (1, 3, 1, 13, 13, 16, 8, 3, 3, 2, 1, 1),
     (1, 24, 8, 7, 7, 24, 8, 1, 1, 1, 0, 1),
     (2, 16, 16, 1, 1, 32, 16, 1, 1, 1, 0, 1),
     (1, 8, 4, 13, 11, 4, 4, 3, 3, 1, "SAME", 1),
     (1, 7, 7, 9, 9, 2, 2, 3, 3, (2, 1), (1, 0, 2, 1), (1, 2)),
     (1, 1, 1, 7, 7, 3, 1, 3, 3, 1, 1, 1),
+    (1, 3, 0, 13, 13, 16, 16, 3, 3, 2, 1, 1),  # bi = 0: an NCHW input
+    (2, 5, 0, 7, 9, 8, 8, 1, 1, 1, 0, 1),
 ]
 
 
@@ -40,9 +42,10 @@ CONV_CASES = [
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_conv2d_NCHWc(case, target, rng):
     n, c, bi, h, w, k, bo, r, s, stride, padding, dilation = case
-    data = tl.placeholder((n, c // bi, h, w, bi), name="data")
+    shape = (n, c // bi, h, w, bi) if bi else (n, c, h, w)
+    data = tl.placeholder(shape, name="data")
     kernel = tl.placeholder((k // bo, c, r, s, bo), name="kernel")
-    arrays = [uniform(rng, n, c // bi, h, w, bi), uniform(rng, k // bo, c, r, s, bo)]
+    arrays = [uniform(rng, *shape), uniform(rng, k // bo, c, r, s, bo)]
 
     def run():
         out = nn.conv2d_NCHWc(data, kernel, stride, padding, dilation)
@@ -152,8 +155,8 @@ def test_bad_arguments():
     data = tl.placeholder((1, 3, 7, 7, 8), name="data")
     with pytest.raises(ValueError, match="kernel has 16 input channels but data has 24"):
         nn.conv2d_NCHWc(data, tl.placeholder((2, 16, 3, 3, 8)), 1, 1)
-    with pytest.raises(ValueError, match="conv2d_NCHWc: data must have 5 dimensions"):
-        nn.conv2d_NCHWc(tl.placeholder((1, 24, 7, 7)), tl.placeholder((2, 24, 3, 3, 8)), 1, 1)
+    with pytest.raises(ValueError, match="conv2d_NCHWc: data must have 4 .NCHW. or 5"):
+        nn.conv2d_NCHWc(tl.placeholder((1, 24, 7)), tl.placeholder((2, 24, 3, 3, 8)), 1, 1)
     with pytest.raises(ValueError, match="does not match data of 3 blocks of 8"):
         nn.depthwise_conv2d_NCHWc(data, tl.placeholder((3, 3, 3, 4)), 1, 1)
     with pytest.raises(ValueError, match="layout must be 'NCHW' or 'NCHW<b>c'"):

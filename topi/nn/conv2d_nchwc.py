@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorlang as tl
 
-from .conv2d import WindowGeometry, _out_dtype, blocked_conv, window_geometry
+from .conv2d import WindowGeometry, _out_dtype, _pad_nchw, blocked_conv, window_geometry
 from .transform import pad
 from .utils import PaddingLike, check_tensor, const_shape, json_args
 
@@ -30,14 +30,15 @@ def conv2d_NCHWc(
     dilation: int | tuple[int, int] = 1,
     out_dtype: str | None = None,
 ) -> tl.Tensor:
-    """2-D convolution: data (N, C/bi, H, W, bi), kernel (K/bo, C, R, S, bo) ->
+    """2-D convolution: data (N, C/bi, H, W, bi) or (N, C, H, W), kernel (K/bo, C, R, S, bo) ->
     (N, K/bo, OH, OW, bo).
 
     kernel[ko, c, r, s, ki] is the OIHW weight[ko * bo + ki, c, r, s]. The input and output
-    blocks are independent (bi = 1 reads plain NCHW memory).
+    blocks are independent; a 4-D input is NCHW (what an image of 3 channels stays in: blocks
+    of one channel would be NCHW's memory order anyway).
 
     Args:
-        data: the input, NCHW<bi>c.
+        data: the input, NCHW<bi>c or NCHW.
         kernel: the packed filters.
         stride: an int or (h, w).
         padding: an int, (pad_h, pad_w), (top, left, bottom, right), "SAME" or "VALID".
@@ -47,20 +48,27 @@ def conv2d_NCHWc(
     Returns:
         The output tensor, NCHW<bo>c, tagged "conv2d_NCHWc".
     """
-    check_tensor(data, "conv2d_NCHWc: data", 5)
+    check_tensor(data, "conv2d_NCHWc: data")
+    if data.ndim not in (4, 5):
+        raise ValueError(f"conv2d_NCHWc: data must have 4 (NCHW) or 5 (NCHW<b>c) dimensions, "
+                         f"got shape {tuple(data.shape)}")
     check_tensor(kernel, "conv2d_NCHWc: kernel", 5)
-    n, c_blocks, h, w, bi = const_shape(data, "conv2d_NCHWc")
+    data_shape = const_shape(data, "conv2d_NCHWc")
+    n, c_blocks, h, w, bi = data_shape if data.ndim == 5 else (*data_shape, 1)
     k_blocks, kc, r, s, bo = const_shape(kernel, "conv2d_NCHWc")
     if kc != c_blocks * bi:
         raise ValueError(f"conv2d_NCHWc: kernel has {kc} input channels but data has "
                          f"{c_blocks * bi} ({c_blocks} blocks of {bi})")
     g = window_geometry("conv2d_NCHWc", (h, w), (r, s), stride, padding, dilation)
     dtype = _out_dtype(data, out_dtype)
-    padded = _pad_nchwc(data, g)
-    conv = blocked_conv(lambda b, c, y, x: padded[b, c // bi, y, x, c % bi], kernel, n, kc, g,
-                        dtype)
-    workload = json_args((n, c_blocks, h, w, bi), (k_blocks, kc, r, s, bo), stride, padding,
-                         dilation, dtype)
+    if data.ndim == 4:
+        padded = _pad_nchw(data, g)
+        conv = blocked_conv(lambda b, c, y, x: padded[b, c, y, x], kernel, n, kc, g, dtype)
+    else:
+        padded = _pad_nchwc(data, g)
+        conv = blocked_conv(lambda b, c, y, x: padded[b, c // bi, y, x, c % bi], kernel, n, kc,
+                            g, dtype)
+    workload = json_args(data_shape, (k_blocks, kc, r, s, bo), stride, padding, dilation, dtype)
     return tl.compute(conv.shape, lambda *i: conv[i], name="conv2d_NCHWc", tag="conv2d_NCHWc",
                       attrs={"workload": workload})
 

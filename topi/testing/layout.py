@@ -31,10 +31,12 @@ def layout_transform_python(data: np.ndarray, src_layout: str, dst_layout: str) 
 
 def conv2d_NCHWc_python(data: np.ndarray, kernel: np.ndarray, stride: int | tuple[int, int],
                         padding: PaddingLike, dilation: int | tuple[int, int] = 1) -> np.ndarray:
-    """data (N, C/bi, H, W, bi) * kernel (K/bo, C, R, S, bo) -> (N, K/bo, OH, OW, bo)."""
+    """data (N, C/bi, H, W, bi) or (N, C, H, W) * kernel (K/bo, C, R, S, bo) ->
+    (N, K/bo, OH, OW, bo)."""
     k_blocks, c, r, s, bo = kernel.shape
     weight = kernel.transpose(0, 4, 1, 2, 3).reshape(k_blocks * bo, c, r, s)
-    return to_nchwc(conv2d_nchw_python(to_nchw(data), weight, stride, padding, dilation), bo)
+    plain = to_nchw(data) if data.ndim == 5 else data
+    return to_nchwc(conv2d_nchw_python(plain, weight, stride, padding, dilation), bo)
 
 
 def depthwise_conv2d_NCHWc_python(data: np.ndarray, kernel: np.ndarray,

@@ -12,8 +12,8 @@ names. Constants are re-laid-out here, never by running kernels.
 Block sizes come from the current target (`tl.Target.current()`): a layer's channels use the
 largest power of two that divides them and fits one vector (`topi.nn.channel_block`: 16 on
 AVX-512, 8 on AVX2; 24 channels use 8). A convolution whose output block would be less than half
-a vector (e.g. 3 or 4 channels) stays in NCHW; an input of few channels (a 3-channel image) is
-read as NCHW1c, which is NCHW's memory order. A value that is already blocked keeps its block:
+a vector (e.g. 3 or 4 channels) stays in NCHW; a conv2d_NCHWc reads an input of an odd number of
+channels (a 3-channel image) in NCHW as it is. A value that is already blocked keeps its block:
 a convolution reads any input block, and only a depthwise convolution or an elementwise op
 between values of different blocks converts one of them.
 """
@@ -121,7 +121,10 @@ class _Rewriter:
         out_block = channel_block(k, self.lanes(old))
         if out_block < self.lanes(old) // 2:
             return None
+        # An input without a useful block (an image's 3 channels) is read as NCHW, as it is.
         in_block = self.block.get(data) or channel_block(c, self.lanes(old))
+        if in_block == 1:
+            in_block = 0
         packed = weight.value.reshape(k // out_block, out_block, c, r, s).transpose(0, 2, 3, 4, 1)
         return self.blocked_op(old, "conv2d_NCHWc", [self.as_block(data, in_block),
                                                      self.constant(weight, packed)],
