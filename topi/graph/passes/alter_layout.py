@@ -12,10 +12,10 @@ names. Constants are re-laid-out here, never by running kernels.
 Block sizes come from the current target (`tl.Target.current()`): a layer's channels use the
 largest power of two that divides them and fits one vector (`topi.nn.channel_block`: 16 on
 AVX-512, 8 on AVX2; 24 channels use 8). A convolution whose output block would be less than half
-a vector (e.g. 3 or 4 channels) stays in NCHW; a conv2d_NCHWc reads an input of an odd number of
-channels (a 3-channel image) in NCHW as it is. A value that is already blocked keeps its block:
-a convolution reads any input block, and only a depthwise convolution or an elementwise op
-between values of different blocks converts one of them.
+a vector (e.g. 3 or 4 channels on AVX-512) stays in NCHW, and a conv2d_NCHWc reads an NCHW
+input of such channels (a 3-channel image) as it is. A value that is already blocked keeps its
+block: a convolution reads any input block, and only an elementwise op between values of
+different blocks converts one of them.
 """
 
 from __future__ import annotations
@@ -118,13 +118,15 @@ class _Rewriter:
         if weight.kind is not NodeKind.CONSTANT:
             return None
         k, c, r, s = weight.shape
-        out_block = channel_block(k, self.lanes(old))
-        if out_block < self.lanes(old) // 2:
+        lanes = self.lanes(old)
+        if channel_block(k, lanes) < lanes // 2:
             return None
-        # An input without a useful block (an image's 3 channels) is read as NCHW, as it is.
-        in_block = self.block.get(data) or channel_block(c, self.lanes(old))
-        if in_block == 1:
-            in_block = 0
+        # An NCHW input is worth a transform when its channels make blocks (then each step
+        # reads channels contiguously); one without (an image's 3 channels) is read as it is.
+        in_block = self.block.get(data, 0)
+        if not in_block and channel_block(c, lanes) >= lanes // 2:
+            in_block = channel_block(c, lanes)
+        out_block = channel_block(k, lanes)
         packed = weight.value.reshape(k // out_block, out_block, c, r, s).transpose(0, 2, 3, 4, 1)
         return self.blocked_op(old, "conv2d_NCHWc", [self.as_block(data, in_block),
                                                      self.constant(weight, packed)],
@@ -137,9 +139,7 @@ class _Rewriter:
             return None
         block = self.block.get(data) or channel_block(c, self.lanes(old))
         if block < self.lanes(old) // 2:
-            block = channel_block(c, self.lanes(old))
-            if block < self.lanes(old) // 2:
-                return None
+            return None
         packed = weight.value.reshape(c // block, block, r, s).transpose(0, 2, 3, 1)
         return self.blocked_op(old, "depthwise_conv2d_NCHWc", [self.as_block(data, block),
                                                                self.constant(weight, packed)],
