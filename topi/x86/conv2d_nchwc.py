@@ -27,7 +27,7 @@ from .common import (
     static_extent,
 )
 from .config import conv_template, schedule_tagged
-from .conv2d import _fallback_ow, schedule_conv2d_nchw_with
+from .conv2d import schedule_conv2d_nchw_with
 
 TASK = "conv2d_NCHWc.x86"
 DEPTHWISE_TASK = "depthwise_conv2d_NCHWc.x86"
@@ -36,6 +36,16 @@ DEPTHWISE_TASK = "depthwise_conv2d_NCHWc.x86"
 def schedule_conv2d_NCHWc(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule conv2d_NCHWc and its fused elementwise tail (tuned config when one is active)."""
     return schedule_tagged(outs, {"conv2d_NCHWc": TASK}, schedule_conv2d_nchw_with)
+
+
+def _fallback_columns(out_w: int, limit: int) -> int:
+    """The depthwise register block without tuning: the whole row when it fits in `limit`
+    columns, else the largest divisor of the row of at least limit / 2 columns (no partial
+    block), else `limit` columns (the last block is peeled)."""
+    if out_w <= limit:
+        return out_w
+    divisor = max(d for d in range(1, limit + 1) if out_w % d == 0)
+    return divisor if 2 * divisor >= limit else limit
 
 
 def schedule_depthwise_conv2d_NCHWc_with(cfg, s: tl.Schedule, conv: tl.Tensor,
@@ -50,7 +60,8 @@ def schedule_depthwise_conv2d_NCHWc_with(cfg, s: tl.Schedule, conv: tl.Tensor,
                      candidate=[[-1, w] for w in range(1, min(out_w, budget) + 1)])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
-        cfg.fallback_split("tile_ow", [-1, _fallback_ow(out_w, budget // 2)])
+        # Half the budget: the input vectors that neighbouring columns share stay live too.
+        cfg.fallback_split("tile_ow", [-1, _fallback_columns(out_w, budget // 2)])
     if isinstance(padded.op, tl.ComputeOp):
         # Materialised once: the hot loop then reads without bounds checks.
         schedule_injective_stage(s, padded)
