@@ -108,16 +108,20 @@ def test_conv_bn_relu_chain_runs_as_one_kernel_per_conv(rng: np.random.Generator
         y = g.conv2d(y, g.constant(_w(rng, 8, 8, 3, 3)), padding=1)
         y = g.relu(g.batch_norm(y, *[g.constant(_w(rng, 8, low=0.5)) for _ in range(4)]))
     g.output(y)
-    m = _build(g)
-    assert len(m.steps) == 3  # conv + bn + relu in one kernel, three times
-    assert m.kernels == 1  # three identical kernels, compiled once
+    m = _build(g, target="llvm -mcpu=haswell")  # 8 channels: one AVX2 vector, NCHW8c
+    # conv + bn + relu in one kernel, three times, in NCHW8c between the layout transforms of
+    # the input and the output.
+    ops = [n.op if n.body is None else n.attrs["anchor"] for n in m.graph.ops]
+    assert ops == ["layout_transform", *["conv2d_NCHWc"] * 3, "layout_transform"]
+    assert m.kernels == 3  # three identical conv kernels, compiled once
     inputs = _inputs(g, rng)
     np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
                                atol=1e-5)
-    # The constant weights were packed at build time: the kernel reads the blocked layout.
-    assert all(step.arrays[1].ndim == 5 for step in m.steps)
-    unfused = _build(g, pipeline=[p for p in tg.passes.PIPELINE if p[0] != "fuse_ops"])
-    assert len(unfused.steps) == 9  # conv, bias_add (the folded batch norm), relu
+    # The constant weights were packed by the layout pass: the kernel reads the blocked layout.
+    assert all(step.arrays[1].shape == (1, 8, 3, 3, 8) for step in m.steps[1:4])
+    unfused = _build(g, target="llvm -mcpu=haswell",
+                     pipeline=[p for p in tg.passes.PIPELINE if p[0] != "fuse_ops"])
+    assert len(unfused.steps) == 2 + 9  # conv, bias_add (the folded batch norm), relu
     np.testing.assert_allclose(unfused(**inputs)[0], m(**inputs)[0], rtol=1e-5, atol=1e-6)
 
 

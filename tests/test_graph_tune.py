@@ -37,10 +37,19 @@ def small_cnn(rng: np.random.Generator) -> tg.Graph:
 
 
 def test_extract_tasks_counts_distinct_workloads(rng: np.random.Generator) -> None:
-    tasks = tg.extract_tasks(small_cnn(rng))
+    """The workloads of the graph as built for the target: on AVX-512, 4 output channels are
+    too few for a block (the first two convs stay NCHW) and 8 make a half vector (NCHW8c, read
+    from the NCHW input); on AVX2 every conv runs in NCHW[x]c."""
+    tasks = tg.extract_tasks(small_cnn(rng), "llvm -mcpu=skylake-avx512")
     assert [(t.name, t.args, c) for t, c in tasks] == [
         ("conv2d_nchw.x86", ((1, 4, 9, 9), (4, 4, 3, 3), 1, 1, 1, "float32"), 2),
-        ("conv2d_nchw.x86", ((1, 4, 9, 9), (8, 4, 3, 3), 2, 0, 1, "float32"), 1),
+        ("conv2d_NCHWc.x86", ((1, 4, 9, 9), (1, 4, 3, 3, 8), 2, 0, 1, "float32"), 1),
+        ("dense.x86", ((1, 128), (5, 128), "float32"), 1),
+    ]
+    tasks = tg.extract_tasks(small_cnn(rng), "llvm -mcpu=haswell")
+    assert [(t.name, t.args, c) for t, c in tasks] == [
+        ("conv2d_NCHWc.x86", ((1, 1, 9, 9, 4), (1, 4, 3, 3, 4), 1, 1, 1, "float32"), 2),
+        ("conv2d_NCHWc.x86", ((1, 1, 9, 9, 4), (1, 4, 3, 3, 8), 2, 0, 1, "float32"), 1),
         ("dense.x86", ((1, 128), (5, 128), "float32"), 1),
     ]
     assert all(len(t.config_space) > 1 and t.flop > 0 for t, _ in tasks)

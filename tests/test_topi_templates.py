@@ -27,6 +27,11 @@ CASES = {
     "dense.x86": (((10, 40), (35, 40), "float32"), ref.dense_python, 40),
     "matmul.x86": (((10, 40), (40, 35), "float32"), ref.matmul_python, 40),
     "batch_matmul.x86": (((3, 10, 24), (1, 20, 24), "float32"), ref.batch_matmul_python, 24),
+    "conv2d_NCHWc.x86": (((1, 3, 9, 9, 8), (2, 24, 3, 3, 8), 2, 1, 1, "float32"),
+                         lambda a, b: ref.conv2d_NCHWc_python(a, b, 2, 1, 1), 24 * 9),
+    "depthwise_conv2d_NCHWc.x86": (((1, 3, 13, 11, 4), (3, 3, 3, 4), 2, (1, 2), 1, "float32"),
+                                   lambda a, b: ref.depthwise_conv2d_NCHWc_python(a, b, 2, (1, 2)),
+                                   9),
 }
 
 

@@ -11,7 +11,9 @@ a file to a callable:
 2. `tg.from_onnx` imports it as a `Graph` of topi ops; printing it shows one line per node with
    its shape.
 3. The optimisation passes (`tg.optimize`) fold the batch norm into the convolution's weights,
-   fold constants and fuse the elementwise tails into their producers: fewer, fatter kernels.
+   fold constants, put the convolutions in the channel-blocked NCHW[x]c layout (kept from one
+   conv to the next) and fuse the elementwise tails into their producers: fewer, fatter
+   kernels.
 4. `tg.extract_tasks` lists the distinct tunable workloads (the convolutions and the dense
    layer); `tg.tune` spends one budget of trials over all of them, a round at a time, on the
    task whose tuning promises the most (resumable from its log).

@@ -259,14 +259,14 @@ def _batch_norm(fn: Callable) -> Callable:
 
 
 def _max_pool(fn: Callable) -> Callable:
-    return lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False: fn(
-        data, kernel, stride, padding, dilation, ceil_mode)
+    return lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False, \
+        layout="NCHW": fn(data, kernel, stride, padding, dilation, ceil_mode, layout)
 
 
 def _avg_pool(fn: Callable) -> Callable:
     return lambda data, kernel, stride=1, padding=0, dilation=1, ceil_mode=False, \
-        count_include_pad=True: fn(data, kernel, stride, padding, dilation, ceil_mode,
-                                   count_include_pad=count_include_pad)
+        count_include_pad=True, layout="NCHW": fn(data, kernel, stride, padding, dilation,
+                                                  ceil_mode, layout, count_include_pad)
 
 
 def _pad(fn: Callable) -> Callable:
@@ -280,6 +280,13 @@ register_op("depthwise_conv2d", _conv(nn.depthwise_conv2d_nchw),
             x86.schedule_depthwise_conv2d_nchw, P.OUT_FUSABLE,
             tasks={"depthwise_conv2d_nchw": "depthwise_conv2d_nchw.x86"},
             reference=_conv(T.depthwise_conv2d_nchw_python))
+# The NCHW[x]c forms that the alter_layout pass puts in (weights packed by the pass).
+register_op("conv2d_NCHWc", _conv(nn.conv2d_NCHWc), x86.schedule_conv2d_NCHWc, P.OUT_FUSABLE,
+            tasks={"conv2d_NCHWc": "conv2d_NCHWc.x86"}, reference=_conv(T.conv2d_NCHWc_python))
+register_op("depthwise_conv2d_NCHWc", _conv(nn.depthwise_conv2d_NCHWc),
+            x86.schedule_depthwise_conv2d_NCHWc, P.OUT_FUSABLE,
+            tasks={"depthwise_conv2d_NCHWc": "depthwise_conv2d_NCHWc.x86"},
+            reference=_conv(T.depthwise_conv2d_NCHWc_python))
 register_op("group_conv2d", _group_conv(nn.group_conv2d_nchw), x86.schedule_group_conv2d_nchw,
             P.OUT_FUSABLE, reference=_group_conv(T.group_conv2d_nchw_python))
 register_op("conv2d_nhwc", _conv(nn.conv2d_nhwc), x86.schedule_conv2d_nhwc, P.OUT_FUSABLE,
@@ -325,3 +332,7 @@ register_op("concatenate", lambda *xs, axis=0: nn.concatenate(list(xs), axis), _
             P.INJECTIVE, variadic=True,
             reference=lambda *xs, axis=0: T.concatenate_python(list(xs), axis))
 register_op("pad", _pad(nn.pad), _INJ, P.INJECTIVE, reference=_pad(T.pad_python))
+register_op("layout_transform",
+            lambda data, src_layout, dst_layout: nn.layout_transform(data, src_layout, dst_layout),
+            _INJ, P.INJECTIVE, reference=lambda data, src_layout, dst_layout:
+            T.layout_transform_python(data, src_layout, dst_layout))

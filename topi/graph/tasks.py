@@ -2,8 +2,9 @@
 
 A node is tunable when its op (a fused node: its anchor op) names autotune templates in the
 registry; its task arguments are read from the workload its topi compute records, so they are
-exactly what the schedule will look up at build time. Passes do not change workloads (folding
-and fusion keep every conv and GEMM as it is), so tasks are read from the graph as given.
+exactly what the schedule will look up at build time. The layout pass changes workloads (a conv
+becomes a conv2d_NCHWc whose blocks depend on the target), so tasks are read from the graph
+optimized for the target, as `build` optimizes it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import tensorlang as tl
 from autotune import Task, create_task
 
+from .build import as_target
 from .graph import Graph
 from .kernel import anchor_op, node_compute
 from .ops import find_workload
+from .passes import optimize
 
 
 def workloads(g: Graph) -> list[tuple[tuple[str, tuple], int]]:
@@ -40,5 +43,7 @@ def extract_tasks(g: Graph, target: str | tl.Target = "llvm") -> list[tuple[Task
     """
     if not isinstance(g, Graph):
         raise TypeError(f"extract_tasks takes a topi.graph.Graph, got {type(g).__name__}")
-    return [(create_task(name, args, target=str(target)), count)
-            for (name, args), count in workloads(g)]
+    target = as_target(target)
+    with target:
+        found = workloads(optimize(g))
+    return [(create_task(name, args, target=str(target)), count) for (name, args), count in found]

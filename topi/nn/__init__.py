@@ -14,6 +14,7 @@ from .conv2d import (
     group_conv2d_nchw,
     window_geometry,
 )
+from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc
 from .conv2d_transpose import conv2d_transpose_nchw
 from .dense import batch_matmul, dense, matmul
 from .elemwise import (
@@ -27,6 +28,7 @@ from .elemwise import (
     relu,
     subtract,
 )
+from .layout import channel_block, layout_transform, nchwc_block
 from .math import (
     abs,
     cast,
@@ -74,3 +76,8 @@ __all__ = [
     "split", "sqrt", "strided_slice", "sum", "take", "tanh",
 ]
 __all__ += ["argmax", "argmin"]
+# the NCHW[x]c layout ops
+__all__ += [
+    "channel_block", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "layout_transform",
+    "nchwc_block",
+]

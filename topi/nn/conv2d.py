@@ -12,6 +12,7 @@ takes, so that a schedule can look up the tuned config of exactly this workload.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tensorlang as tl
@@ -73,6 +74,29 @@ def _pad_nchw(data: tl.Tensor, g: WindowGeometry) -> tl.Tensor:
     return pad(data, [0, 0, top, left], [0, 0, bottom, right], name="data_pad")
 
 
+def blocked_conv(read: Callable[[Expr, Expr, Expr, Expr], Expr], kernel_vec: tl.Tensor,
+                 batch: int, in_channels: int, g: WindowGeometry, dtype: str) -> tl.Tensor:
+    """The convolution stage of the x86 conv schedule: (N, K/w, OH, OW, w) output channels in
+    blocks of w over a kernel packed as (K/w, C, R, S, w), summing over input channels, kernel
+    rows and kernel columns (in that order of reduce axes); `read(n, c, iy, ix)` reads the
+    padded input, whatever its layout. Tagged "conv2d_nchw_blocked"."""
+    blocks, _, r, s, width = const_shape(kernel_vec, "blocked_conv: kernel")
+    rc = tl.reduce_axis((0, in_channels), name="rc")
+    ry = tl.reduce_axis((0, r), name="ry")
+    rx = tl.reduce_axis((0, s), name="rx")
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    return tl.compute(
+        (batch, blocks, g.out_h, g.out_w, width),
+        lambda b, ko, y, x, ki: tl.sum(
+            read(b, rc, y * sh + ry * dh, x * sw + rx * dw).astype(dtype)
+            * kernel_vec[ko, rc, ry, rx, ki].astype(dtype),
+            axis=[rc, ry, rx],
+        ),
+        name="conv2d_nchw_blocked",
+        tag="conv2d_nchw_blocked",
+    )
+
+
 def conv2d_nchw(
     data: tl.Tensor,
     kernel: tl.Tensor,
@@ -116,20 +140,7 @@ def conv2d_nchw(
     kernel_vec = tl.compute(
         (blocks, c, r, s, width), pack, name="kernel_vec", tag="injective,kernel_pack"
     )
-    rc = tl.reduce_axis((0, c), name="rc")
-    ry = tl.reduce_axis((0, r), name="ry")
-    rx = tl.reduce_axis((0, s), name="rx")
-    (sh, sw), (dh, dw) = g.stride, g.dilation
-    conv = tl.compute(
-        (n, blocks, g.out_h, g.out_w, width),
-        lambda b, ko, y, x, ki: tl.sum(
-            padded[b, rc, y * sh + ry * dh, x * sw + rx * dw].astype(dtype)
-            * kernel_vec[ko, rc, ry, rx, ki].astype(dtype),
-            axis=[rc, ry, rx],
-        ),
-        name="conv2d_nchw_blocked",
-        tag="conv2d_nchw_blocked",
-    )
+    conv = blocked_conv(lambda b, ci, y, x: padded[b, ci, y, x], kernel_vec, n, c, g, dtype)
     workload = json_args((n, c, h, w), (k, c, r, s), stride, padding, dilation, dtype)
     return tl.compute(
         (n, k, g.out_h, g.out_w),

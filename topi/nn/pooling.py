@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import tensorlang as tl
 from tensorlang.expr import Expr
 
+from .layout import nchwc_block
 from .utils import as_pair, check_tensor, const_shape, get_pad_tuple
 
-POOL_LAYOUTS = ("NCHW", "NHWC")
+POOL_LAYOUTS = ("NCHW", "NHWC", "NCHW<b>c")
 
 
 def pool_input(op: str, data: tl.Tensor, pool_type: str,
@@ -25,17 +26,26 @@ def pool_input(op: str, data: tl.Tensor, pool_type: str,
     """The checks every 2-D pooling shares: returns the op's name for messages (e.g.
     "max_pool2d"), the (h, w) axes of `layout` and the static shape of `data`.
 
+    The channel-blocked NCHW<b>c layouts (topi.nn.layout) pool each lane of a block like a
+    channel of its own, so they need nothing but the 5-D shape.
+
     Raises:
         ValueError: a pool_type other than "max"/"avg" or an unknown layout.
-        TypeError: `data` is not a 4-D tensor of static shape.
+        TypeError: `data` is not a tensor of static shape with the layout's dimensions.
     """
     if pool_type not in ("max", "avg"):
         raise ValueError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     what = op.replace("pool2d", f"{pool_type}_pool2d")
-    check_tensor(data, f"{what}: data", 4)
-    if layout not in POOL_LAYOUTS:
-        raise ValueError(f"{what}: layout must be one of {POOL_LAYOUTS}, got {layout!r}")
-    ha, wa = (2, 3) if layout == "NCHW" else (1, 2)
+    if layout == "NHWC":
+        ha, wa, ndim = 1, 2, 4
+    else:
+        try:
+            ndim = 5 if nchwc_block(layout, what) else 4
+        except ValueError:
+            raise ValueError(f"{what}: layout must be one of {POOL_LAYOUTS}, "
+                             f"got {layout!r}") from None
+        ha, wa = 2, 3
+    check_tensor(data, f"{what}: data", ndim)
     return what, ha, wa, const_shape(data, what)
 
 
@@ -62,12 +72,12 @@ def pool2d(
     """Max or average pooling (TVM's `pool2d` argument order).
 
     Args:
-        data: 4-D input in `layout`.
+        data: 4-D input in `layout` (5-D in NCHW<b>c).
         kernel, stride, dilation: an int or (h, w).
         padding: an int, (pad_h, pad_w) or (top, left, bottom, right).
         pool_type: "max" or "avg".
         ceil_mode: round the output size up (partial windows at the bottom/right).
-        layout: "NCHW" or "NHWC".
+        layout: "NCHW", "NHWC" or "NCHW<b>c".
         count_include_pad: for "avg", divide by the window size including padding.
 
     Returns:

@@ -35,6 +35,11 @@ from .elemwise import (
     subtract_python,
     transpose_python,
 )
+from .layout import (
+    conv2d_NCHWc_python,
+    depthwise_conv2d_NCHWc_python,
+    layout_transform_python,
+)
 from .math import (
     abs_python,
     cast_python,
@@ -82,3 +87,7 @@ __all__ = [
     "sqrt_python", "strided_slice_python", "sum_python", "take_python", "tanh_python",
 ]
 __all__ += ["argmax_python", "argmin_python"]
+# the NCHW[x]c layout ops
+__all__ += [
+    "conv2d_NCHWc_python", "depthwise_conv2d_NCHWc_python", "layout_transform_python",
+]

@@ -8,12 +8,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..nn.utils import as_pair, get_pad_tuple
+from .layout import to_nchw, to_nchwc
 
 
 def pool2d_python(data: np.ndarray, kernel, stride, dilation, padding, pool_type: str,
                   ceil_mode: bool = False, layout: str = "NCHW",
                   count_include_pad: bool = True) -> np.ndarray:
     """Max or average pooling; padding never wins a max, an all-padding average is 0."""
+    if layout not in ("NCHW", "NHWC"):  # NCHW<b>c: pool the NCHW view
+        out = pool2d_python(to_nchw(data), kernel, stride, dilation, padding, pool_type,
+                            ceil_mode, "NCHW", count_include_pad)
+        return to_nchwc(out, data.shape[-1])
     x = data if layout == "NCHW" else data.transpose(0, 3, 1, 2)
     kh, kw = as_pair(kernel, "kernel")
     sh, sw = as_pair(stride, "stride")
@@ -60,7 +65,7 @@ def avg_pool2d_python(data: np.ndarray, kernel, stride, padding, dilation=1,
 
 def global_pool2d_python(data: np.ndarray, pool_type: str, layout: str = "NCHW") -> np.ndarray:
     """Max or mean over the spatial axes, kept with size 1."""
-    axes: Sequence[int] = (2, 3) if layout == "NCHW" else (1, 2)
+    axes: Sequence[int] = (1, 2) if layout == "NHWC" else (2, 3)  # NCHW or NCHW<b>c
     reduce = np.max if pool_type == "max" else np.mean
     return reduce(data.astype(np.float64), axis=tuple(axes), keepdims=True).astype(data.dtype)
 

@@ -1,6 +1,7 @@
 """x86 schedules: `schedule_<op>(outs)` for every topi.nn op, and the tunable templates
-"conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86", "matmul.x86"
-and "batch_matmul.x86" (registered with autotune on import).
+"conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86", "matmul.x86",
+"batch_matmul.x86", "conv2d_NCHWc.x86" and "depthwise_conv2d_NCHWc.x86" (registered with autotune
+on import).
 
 Schedules of tunable ops take the best config of the active `autotune.apply_history_best`
 context for their workload, and an explicit fallback config otherwise.
@@ -9,6 +10,7 @@ context for their workload, and an explicit fallback config otherwise.
 from .argreduce import schedule_argmax, schedule_argmin, schedule_argreduce
 from .common import generic_schedule
 from .conv2d import schedule_conv2d_nchw
+from .conv2d_nchwc import schedule_conv2d_NCHWc, schedule_depthwise_conv2d_NCHWc
 from .conv2d_nhwc import schedule_conv2d_nhwc
 from .dense import schedule_batch_matmul, schedule_dense, schedule_matmul
 from .depthwise import schedule_depthwise_conv2d_nchw, schedule_group_conv2d_nchw
@@ -62,7 +64,7 @@ from .injective import (
 
 TEMPLATES = (
     "conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86",
-    "matmul.x86", "batch_matmul.x86",
+    "matmul.x86", "batch_matmul.x86", "conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
 )
 
 __all__ = [
@@ -84,3 +86,4 @@ __all__ = [
     "schedule_take",
 ]
 __all__ += ["schedule_argmax", "schedule_argmin", "schedule_argreduce"]
+__all__ += ["schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc"]

@@ -80,22 +80,30 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     if isinstance(padded.op, tl.ComputeOp):
         # Materialised once: the hot loop then reads without bounds checks.
         schedule_injective_stage(s, padded)
-    pk = s[kernel_vec]
-    ko, _, _, _, ki = pk.op.axis
-    pk.vectorize(ki)
-    pk.parallel(ko)
+    if isinstance(kernel_vec.op, tl.ComputeOp):  # conv2d_NCHWc reads a pre-packed kernel
+        pk = s[kernel_vec]
+        ko, _, _, _, ki = pk.op.axis
+        pk.vectorize(ki)
+        pk.parallel(ko)
 
     o = s[out]
-    n, k, y, x = o.op.axis
-    k_outer, k_inner = o.split(k, factor=lanes * oc_vectors)
+    # An NCHW output splits its channels into the blocks; an NCHW[x]c one (conv2d_NCHWc) has
+    # them, and its lane axis stays innermost, one vector store.
+    n, k, y, x, *lane = o.op.axis
+    k_outer, k_inner = o.split(k, factor=oc_vectors if lane else lanes * oc_vectors)
     x_outer, x_inner = o.split(x, factor=ow_block)
-    o.reorder(n, k_outer, y, x_outer, k_inner, x_inner)
+    o.reorder(n, k_outer, y, x_outer, k_inner, x_inner, *lane)
+    if lane:
+        o.vectorize(lane[0])
     # The output row stays out of the fused parallel loop: region inference of the blocked
     # stage needs the channel block as a loop of its own.
     fuse_parallel(s, out, [n, k_outer])
 
     b = s[blocked]
-    if conv.op is out.op:
+    if lane and conv.op is not out.op:
+        # conv2d_NCHWc's output stage is a copy of the block: the tail reads the block itself.
+        s[conv].compute_inline()
+    if conv.op is out.op or lane:
         b.compute_at(o, x_outer)
     else:
         compute_chain_at(s, out, conv, x_outer)

@@ -1,11 +1,11 @@
 """Graph passes, each a function Graph -> Graph whose result prints like any graph.
 
 `optimize` runs them in the order below; `plan_memory` is the analysis that the executor
-allocates by. Layout: the topi conv2d computes keep activations in NCHW and block only the
-kernel (NCHW[x]c lives in registers: each output block is computed in the blocked layout and
-written to NCHW by the conv's own output stage), so there is no activation layout conversion
-between convolutions to remove; the kernel's packing is hoisted to build time (pre-packed
-weights, see `topi.graph.kernel`).
+allocates by. Layout: `alter_layout` puts the convolutions in the channel-blocked NCHW[x]c
+layout and keeps activations in it from one convolution to the next, with layout transforms only
+where a value enters or leaves the blocked world; the layouts depend on the current target
+(`build` and `extract_tasks` run the passes inside it). Kernel packing that a compute still does
+itself is hoisted to build time (pre-packed weights, see `topi.graph.kernel`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..graph import Graph
+from .alter_layout import alter_layout
 from .dead_code import remove_dead_nodes
 from .fold_batch_norm import fold_batch_norm
 from .fold_constants import fold_constants
@@ -26,7 +27,10 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     # Batch norms after convolutions disappear into the weights and a bias.
     ("fold_batch_norm", fold_batch_norm),
-    # What the folds orphaned (the unfolded weights, the original convolutions) goes.
+    # Convolutions in NCHW[x]c for the current target, the layout kept between them.
+    ("alter_layout", alter_layout),
+    # What the folds and the layout change orphaned (the unfolded and unpacked weights, the
+    # original convolutions) goes.
     ("remove_dead_nodes", remove_dead_nodes),
     # Elementwise tails join their producers' kernels: one kernel per remaining op node.
     ("fuse_ops", fuse_ops),
@@ -45,6 +49,6 @@ def optimize(g: Graph, verbose: bool = False,
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "Pass", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
+    "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
     "plan_memory", "remove_dead_nodes",
 ]

@@ -1,0 +1,201 @@
+"""Pick layouts: convolutions run on channel-blocked NCHW[x]c activations, kept between them.
+
+Each convolution and depthwise convolution whose weight is a constant becomes its NCHW[x]c form
+(`conv2d_NCHWc`, `depthwise_conv2d_NCHWc`, with the weight packed here, by numpy), and its
+result stays blocked through what reads it channel by channel: elementwise ops (relu, clip, ...),
+broadcast ops whose other operands are constants or blocked values of the same shape (a bias
+add, a residual add), and pooling. A `layout_transform` is inserted only where a value crosses
+into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
+(reshape, dense, concatenate, ...) and at the graph outputs, which keep their NCHW shapes and
+names. Constants are re-laid-out here, never by running kernels.
+
+Block sizes come from the current target (`tl.Target.current()`): a layer's channels use the
+largest power of two that divides them and fits one vector (`topi.nn.channel_block`: 16 on
+AVX-512, 8 on AVX2; 24 channels use 8). A convolution whose output block would be less than half
+a vector (e.g. 3 or 4 channels on AVX-512) stays in NCHW, and a conv2d_NCHWc reads an NCHW
+input of such channels (a 3-channel image) as it is. A value that is already blocked keeps its
+block: a convolution reads any input block, and only an elementwise op between values of
+different blocks converts one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+import tensorlang as tl
+
+from ...nn import channel_block
+from ..graph import Graph, Node, NodeKind
+from ..ops import OpPattern
+from .common import copy_node
+
+POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
+
+
+def _layout(block: int) -> str:
+    return f"NCHW{block}c" if block else "NCHW"
+
+
+def _relayout(value: np.ndarray, channels: int, block: int) -> np.ndarray | None:
+    """A constant operand of a broadcast op on an NCHW value of `channels` channels, laid out to
+    broadcast the same way against its NCHW<block>c form; None when it cannot (more than 4-D)."""
+    if value.ndim > 4:
+        return None
+    n, c, h, w = (1,) * (4 - value.ndim) + value.shape
+    plain = value.reshape(n, c, h, w)
+    if c == 1:
+        return plain.reshape(n, 1, h, w, 1)
+    return plain.reshape(n, channels // block, block, h, w).transpose(0, 1, 3, 4, 2)
+
+
+class _Rewriter:
+    """The new graph under construction and the block of each of its blocked values."""
+
+    def __init__(self, g: Graph) -> None:
+        self.old = g
+        self.out = Graph()
+        self.block: dict[Node, int] = {}
+        self.moved: dict[tuple[Node, int], Node] = {}
+        self.outputs = set(g.outputs)
+
+    def lanes(self, node: Node) -> int:
+        return tl.Target.current().vector_lanes(node.dtype)
+
+    def blocked_name(self, old: Node) -> str:
+        """A graph output keeps its name for the NCHW value, so its blocked form gets another."""
+        base = f"{old.name}_NCHWc" if old in self.outputs else old.name
+        return self.out.unique_name(base)
+
+    def as_block(self, node: Node, block: int) -> Node:
+        """`node` in NCHW<block>c (NCHW when block is 0), transformed once per layout."""
+        have = self.block.get(node, 0)
+        if have == block:
+            return node
+        key = (node, block)
+        if key not in self.moved:
+            name = self.out.unique_name(f"{node.name}_{_layout(block)}")
+            moved = self.out.apply("layout_transform", node, src_layout=_layout(have),
+                                   dst_layout=_layout(block), name=name)
+            if block:
+                self.block[moved] = block
+            self.moved[key] = moved
+        return self.moved[key]
+
+    def plain(self, old: Node, inputs: Sequence[Node]) -> Node:
+        """`old` as it was, reading NCHW inputs."""
+        return copy_node(self.out, old, [self.as_block(i, 0) for i in inputs])
+
+    def visit(self, old: Node, inputs: Sequence[Node]) -> Node:
+        if old.kind is not NodeKind.OP:
+            return copy_node(self.out, old, inputs)
+        if old.op == "conv2d":
+            new = self.conv2d(old, inputs)
+        elif old.op == "depthwise_conv2d":
+            new = self.depthwise(old, inputs)
+        elif old.op in POOLS:
+            new = self.pool(old, inputs)
+        elif old.op == "bias_add":
+            new = self.bias_add(old, inputs)
+        elif old.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
+            new = self.elementwise(old, inputs)
+        else:
+            new = None
+        return self.plain(old, inputs) if new is None else new
+
+    def blocked_op(self, old: Node, op: str, inputs: Sequence[Node], block: int,
+                   **attrs: object) -> Node:
+        new = self.out.apply(op, *inputs, name=self.blocked_name(old), **attrs)
+        self.block[new] = block
+        return new
+
+    def constant(self, old: Node, value: np.ndarray) -> Node:
+        return self.out.constant(np.ascontiguousarray(value), name=f"{old.name}_NCHWc")
+
+    def conv2d(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        data, weight = inputs
+        if weight.kind is not NodeKind.CONSTANT:
+            return None
+        k, c, r, s = weight.shape
+        lanes = self.lanes(old)
+        if channel_block(k, lanes) < lanes // 2:
+            return None
+        # An NCHW input is worth a transform when its channels make blocks (then each step
+        # reads channels contiguously); one without (an image's 3 channels) is read as it is.
+        in_block = self.block.get(data, 0)
+        if not in_block and channel_block(c, lanes) >= lanes // 2:
+            in_block = channel_block(c, lanes)
+        out_block = channel_block(k, lanes)
+        packed = weight.value.reshape(k // out_block, out_block, c, r, s).transpose(0, 2, 3, 4, 1)
+        return self.blocked_op(old, "conv2d_NCHWc", [self.as_block(data, in_block),
+                                                     self.constant(weight, packed)],
+                               out_block, **old.attrs)
+
+    def depthwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        data, weight = inputs
+        c, multiplier, r, s = weight.shape
+        if weight.kind is not NodeKind.CONSTANT or multiplier != 1:
+            return None
+        block = self.block.get(data) or channel_block(c, self.lanes(old))
+        if block < self.lanes(old) // 2:
+            return None
+        packed = weight.value.reshape(c // block, block, r, s).transpose(0, 2, 3, 1)
+        return self.blocked_op(old, "depthwise_conv2d_NCHWc", [self.as_block(data, block),
+                                                               self.constant(weight, packed)],
+                               block, **old.attrs)
+
+    def pool(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        (data,) = inputs
+        block = self.block.get(data)
+        if not block or old.attrs.get("layout", "NCHW") != "NCHW":
+            return None
+        return self.blocked_op(old, old.op, [data], block, **{**old.attrs,
+                                                              "layout": _layout(block)})
+
+    def bias_add(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        data, bias = inputs
+        block = self.block.get(data)
+        if not block or old.attrs.get("axis", 1) != 1 or bias.kind is not NodeKind.CONSTANT:
+            return None
+        value = bias.value.reshape(1, -1, 1, 1)
+        return self.blocked_op(old, "add", [data, self.constant(bias,
+                                                               _relayout(value, value.size,
+                                                                         block))], block)
+
+    def elementwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        """An elementwise or broadcast op with a blocked input, on the NCHW value's shape:
+        blocked inputs meet in one block, constants are re-laid-out, anything else stays NCHW."""
+        blocks = [self.block[i] for i in inputs if i in self.block]
+        if not blocks or len(old.shape) != 4 or any("axis" in k for k in old.attrs):
+            return None
+        block = blocks[0]
+        channels = old.shape[1]
+        operands = []
+        for new, was in zip(inputs, old.inputs):
+            if new in self.block or (new.kind is not NodeKind.CONSTANT and was.shape == old.shape):
+                operands.append(self.as_block(new, block))
+                continue
+            value = _relayout(new.value, channels, block) if new.value is not None else None
+            if value is None:
+                return None
+            operands.append(self.constant(new, value))
+        return self.blocked_op(old, old.op, operands, block, **old.attrs)
+
+    def run(self) -> Graph:
+        mapped: dict[Node, Node] = {}
+        for node in self.old.nodes:
+            mapped[node] = self.visit(node, [mapped[i] for i in node.inputs])
+        for node in self.old.outputs:
+            new = mapped[node]
+            if new in self.block:
+                new = self.out.apply("layout_transform", new, src_layout=_layout(self.block[new]),
+                                     dst_layout="NCHW", name=node.name)
+            self.out.output(new)
+        return self.out
+
+
+def alter_layout(g: Graph) -> Graph:
+    """`g` with its convolutions in NCHW[x]c and the layout kept between them (see the module
+    docstring); block sizes from the current target."""
+    return _Rewriter(g).run()
