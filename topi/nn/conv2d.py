@@ -129,6 +129,7 @@ def conv2d_nchw(
         ),
         name="conv2d_nchw_blocked",
         tag="conv2d_nchw_blocked",
+        attrs={"window": (g.stride, g.dilation)},
     )
     workload = json_args((n, c, h, w), (k, c, r, s), stride, padding, dilation, dtype)
     return tl.compute(
@@ -188,7 +189,7 @@ def conv2d_nhwc(
         ),
         name="conv2d_nhwc",
         tag="conv2d_nhwc",
-        attrs={"workload": workload},
+        attrs={"workload": workload, "window": (g.stride, g.dilation)},
     )
 
 

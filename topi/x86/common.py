@@ -1,7 +1,7 @@
 """What every x86 schedule shares: walking the op graph, inlining injective stages, the
 default loop structure of an injective or reduction stage (parallel outer loop, one-register
-vectors), and what the current target (`tl.Target.current()`) allows: vector lanes and the
-registers a register block may fill.
+vectors), and what the current target (`tl.Target.current()`) allows: vector lanes, the
+registers a register block may fill and the L1 data cache a step's data should stay in.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ def accumulator_budget(loaded_vectors: int) -> int:
     of slack for the next step's loads (without it LLVM spills accumulators in the hot loop of
     an unrolled block)."""
     return tl.Target.current().vector_registers - loaded_vectors - 2
+
+
+def l1_bytes() -> int:
+    """Bytes of one core's L1 data cache on the current target (the host's own, or the typical
+    size of the family named with `-mcpu`)."""
+    return tl.Target.current().caches.l1d
 
 
 def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:
@@ -98,6 +104,19 @@ def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> Non
     outer, lanes = stage.split(inner, factor=width)
     stage.vectorize(lanes)
     fuse_parallel(s, t, [*axes[:-1], outer])
+
+
+def materialise_padding(s: tl.Schedule, padded: tl.Tensor) -> None:
+    """Compute the zero-padded input of a convolution once, in full, before the convolution.
+
+    `traverse` inlines the pad stage like every injective stage; inlined, every read of the
+    convolution's hot loop carries the pad's bounds check (a select per input value, which the
+    loop partitioner cannot remove since the window slides over the border). Materialised, the
+    copy costs one pass over the input and the hot loop reads plain memory. Nothing happens
+    when `padded` is not a pad stage (no padding: the convolution reads its input directly)."""
+    if isinstance(padded.op, tl.ComputeOp) and padded.op.tag == "injective,pad":
+        s[padded].compute_root()
+        schedule_injective_stage(s, padded)
 
 
 def schedule_reduction_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:

@@ -18,7 +18,7 @@ from .common import (
     compute_chain_at,
     fuse_parallel,
     generic_schedule,
-    schedule_injective_stage,
+    materialise_padding,
     static_extent,
     vector_lanes,
 )
@@ -42,8 +42,7 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
         # 3 vectors where the row fills them: the fastest block for 56-wide rows on both AVX2
         # and AVX-512 (2x a single vector, whose one FMA chain waits on its own latency).
         cfg.fallback_knob("tile_ow", max(w for w in widths[:3] if w <= max(out_w, lanes)))
-    if isinstance(padded.op, tl.ComputeOp):
-        schedule_injective_stage(s, padded)
+    materialise_padding(s, padded)
     if conv.op is out.op:
         out, conv = conv, s.cache_write(conv, "local")
     o = s[out]
