@@ -14,8 +14,8 @@ import tensorlang as tl
 import topi
 from autotune.record import encode
 from topi import nn, x86
-from topi.x86 import conv2d as conv2d_x86
 from topi import testing as ref
+from topi.x86 import conv2d as conv2d_x86
 
 CASES = {
     "conv2d_nchw.x86": (((1, 19, 9, 9), (20, 19, 3, 3), 1, 1, 1, "float32"),
