@@ -148,6 +148,23 @@ def test_channel_step_follows_the_l1_cache():
         assert conv2d_x86.fallback_tile_ic(256, 32, (1, 14), window) == 8
         # A large window (11x11 kernel, stride 4) leaves room for one channel.
         assert conv2d_x86.fallback_tile_ic(3, 32, (2, 14), (11, 11, 4, 4)) == 1
+        # 512 x 3x3 x 32 kernel values (576 KiB) stay in its 1 MiB L2: the L1 step.
+        assert conv2d_x86.fallback_tile_ic(512, 32, (2, 7), window) == 8
+
+
+def test_kernel_streamed_past_l2_is_read_in_address_order():
+    """Where the kernel of one block of output channels exceeds L2 (512 x 3x3 x 16 values =
+    288 KiB against Haswell's 256 KiB), one channel per step."""
+    with tl.Target(HASWELL):
+        assert conv2d_x86.fallback_tile_ic(512, 16, (1, 4), (3, 3, 1, 1)) == 1
+        assert conv2d_x86.fallback_tile_ic(256, 16, (1, 4), (3, 3, 1, 1)) == 16
+        args = ((1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1, "float32")
+        task = autotune.create_task("conv2d_nchw.x86", args, target=HASWELL)
+        fallback = autotune.FallbackConfig()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            task.template.run(fallback, task.args)
+        assert fallback["tile_ic"].size[-1] == 1
 
 
 def _lowered(out, inputs, schedule):

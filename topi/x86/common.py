@@ -1,7 +1,7 @@
 """What every x86 schedule shares: walking the op graph, inlining injective stages, the
 default loop structure of an injective or reduction stage (parallel outer loop, one-register
 vectors), and what the current target (`tl.Target.current()`) allows: vector lanes, the
-registers a register block may fill and the L1 data cache a step's data should stay in.
+registers a register block may fill and the cache sizes that tiles should stay within.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import tensorlang as tl
 from tensorlang.arith import const_value
+from tensorlang.codegen.cpuinfo import CacheSizes
 from tensorlang.expr import IterVar
 
 #: Tags of stages that only move or combine values elementwise and can be inlined into readers.
@@ -31,10 +32,10 @@ def accumulator_budget(loaded_vectors: int) -> int:
     return tl.Target.current().vector_registers - loaded_vectors - 2
 
 
-def l1_bytes() -> int:
-    """Bytes of one core's L1 data cache on the current target (the host's own, or the typical
-    size of the family named with `-mcpu`)."""
-    return tl.Target.current().caches.l1d
+def cache_sizes() -> CacheSizes:
+    """L1d / L2 / L3 bytes of the current target (the host's own, or the typical sizes of the
+    family named with `-mcpu`)."""
+    return tl.Target.current().caches
 
 
 def as_tensor_list(outs: tl.Tensor | Sequence[tl.Tensor]) -> list[tl.Tensor]:

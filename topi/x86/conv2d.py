@@ -13,7 +13,7 @@ result. The schedule:
 - writes the block out through the fused elementwise tail (bias, relu, ...) of the output stage.
 Knobs: tile_ic, tile_oc, tile_oh, tile_ow, unroll_kw (shared/DESIGN.md). The register block may
 hold as many accumulators as the current target has vector registers to spare; the fallback
-sizes it from the target's registers and the layer's shape, and `tile_ic` from its L1 cache.
+sizes it from the target's registers and the layer's shape, and `tile_ic` from its caches.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import tensorlang as tl
 from ..nn.conv2d import conv2d_nchw
 from .common import (
     accumulator_budget,
+    cache_sizes,
     compute_chain_at,
     fuse_parallel,
-    l1_bytes,
     materialise_padding,
     static_extent,
     whole_block_loop,
@@ -103,19 +103,27 @@ def fallback_block(out_hw: tuple[int, int], oc_vectors: int) -> tuple[int, int, 
 
 def fallback_tile_ic(in_channels: int, oc_lanes: int, block: tuple[int, int],
                      window: tuple[int, int, int, int], itemsize: int = 4) -> int:
-    """Input channels per step so that one step's data stays in the target's L1 data cache.
+    """Input channels per step, from the target's L1 and L2 sizes.
 
     A step runs over every kernel row and column for `tile_ic` channels: it reads their kernel
     block (R x S x `oc_lanes` values each) and the input window of the register block (rows x
     columns of output points, widened by the kernel and the stride). Each kernel column re-reads
     the input values of its neighbour, each kernel row its neighbour's, so the window must stay
-    in L1 through the step; half of L1 is left to the output block and the next step's lines.
-    The largest divisor of `in_channels` whose step fits (1 at least)."""
+    in L1 through the step; half of L1 is left to the output block and the next step's lines:
+    the largest divisor of `in_channels` whose step fits (1 at least).
+
+    Every register block streams the kernel of its output channels (C x R x S x `oc_lanes`
+    values). Where that exceeds L2 it comes from farther away on every pass, and one channel
+    per step reads it in address order, which the prefetchers follow (512x7x7 layers, AVX2:
+    66 GFLOP/s per core with 1 channel per step, 62 with 4, 54 with 16)."""
     kernel_h, kernel_w, stride_h, stride_w = window
+    caches = cache_sizes()
+    if in_channels * kernel_h * kernel_w * oc_lanes * itemsize > caches.l2:
+        return 1
     rows, cols = block
     window_values = ((rows - 1) * stride_h + kernel_h) * ((cols - 1) * stride_w + kernel_w)
     per_channel = (kernel_h * kernel_w * oc_lanes + window_values) * itemsize
-    limit = max(1, l1_bytes() // 2 // per_channel)
+    limit = max(1, caches.l1d // 2 // per_channel)
     return max(d for d in range(1, min(in_channels, limit) + 1) if in_channels % d == 0)
 
 
