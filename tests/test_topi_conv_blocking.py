@@ -15,7 +15,7 @@ import tensorlang as tl
 from topi import nn, x86
 from topi import testing as ref
 from topi.x86 import conv2d as conv2d_x86
-from topi.x86.common import accumulator_budget
+from topi.x86.common import accumulator_budget, traverse
 
 HOST, HASWELL = "llvm", "llvm -mcpu=haswell"
 
@@ -198,3 +198,31 @@ def test_depthwise_padding_stays_inlined():
     out = nn.depthwise_conv2d_nchw(data, kernel, 1, 1)
     lowered = _lowered(out, [data, kernel], x86.schedule_depthwise_conv2d_nchw)
     assert "data_pad" not in lowered and "if_then_else" in lowered
+
+
+def test_blocked_stage_schedule_takes_a_prepacked_kernel(rng):
+    """`schedule_conv2d_nchw_with` schedules any (N, K/w, OH, OW, w) blocked convolution that
+    carries its window in attrs, also one whose kernel arrives packed (a placeholder), as a
+    conv2d over an NCHW[x]c layout will."""
+    with tl.Target(HASWELL):
+        w = 8
+        data = tl.placeholder((1, 5, 7, 7), name="data")
+        packed = tl.placeholder((2, 5, 3, 3, w), name="kernel_vec")
+        padded = nn.pad(data, [0, 0, 1, 1], [0, 0, 1, 1], name="data_pad")
+        rc, ry, rx = (tl.reduce_axis((0, n), name=a) for n, a in ((5, "rc"), (3, "ry"), (3, "rx")))
+        blocked = tl.compute(
+            (1, 2, 7, 7, w),
+            lambda b, ko, y, x, ki: tl.sum(padded[b, rc, y + ry, x + rx] * packed[ko, rc, ry, rx, ki],
+                                           axis=[rc, ry, rx]),
+            name="blocked", tag="conv2d_nchw_blocked", attrs={"window": ((1, 1), (1, 1))})
+        out = tl.compute((1, 13, 7, 7), lambda b, k, y, x: blocked[b, k // w, y, x, k % w],
+                         name="out", tag="conv2d_nchw")
+        s = tl.create_schedule(out.op)
+        traverse(s, [out], lambda op: None)
+        conv2d_x86.schedule_conv2d_nchw_with(autotune.FallbackConfig(), s, out, out)
+        f = tl.build(s, [data, packed, out])
+    a, k = uniform(rng, 1, 5, 7, 7), uniform(rng, 2, 5, 3, 3, w)
+    result = np.zeros((1, 13, 7, 7), "float32")
+    f(a, k, result)
+    kernel = k.transpose(0, 4, 1, 2, 3).reshape(16, 5, 3, 3)[:13]
+    assert_close(result, ref.conv2d_nchw_python(a, kernel, 1, 1, 1), 45)
