@@ -15,6 +15,7 @@ import topi
 from autotune.record import encode
 from topi import nn, x86
 from topi import testing as ref
+from topi.x86 import conv2d as conv2d_x86
 
 CASES = {
     "conv2d_nchw.x86": (((1, 19, 9, 9), (20, 19, 3, 3), 1, 1, 1, "float32"),
@@ -122,14 +123,20 @@ def test_schedule_uses_tuned_config(tmp_path, rng):
 
 
 def test_fallback_config_is_explicit():
-    """Without records the conv schedule uses 16-channel input chunks and a <= 16 column block."""
+    """Without records the conv schedule uses the block and channel step its fallback helpers
+    derive from the target: on this AVX-512 host two vectors of output channels x one row of 14
+    columns (28 of the 29 accumulators), 8 input channels per step (1.2 KiB each of L1)."""
     task = autotune.create_task("conv2d_nchw.x86", ((1, 32, 14, 14), (64, 32, 3, 3), 1, 1, 1,
                                                     "float32"))
     fallback = autotune.FallbackConfig()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         task.template.run(fallback, task.args)
-    assert fallback["tile_ic"].size[-1] == 16
-    assert fallback["tile_ow"].size[-1] == 14
-    assert fallback["unroll_kw"].val is True
+    oc, rows, cols = conv2d_x86.fallback_block((14, 14), 64 // 16)
+    assert (fallback["tile_oc"].val, fallback["tile_oh"].size[-1],
+            fallback["tile_ow"].size[-1]) == (oc, rows, cols) == (2, 1, 14)
+    assert fallback["tile_ic"].size[-1] == conv2d_x86.fallback_tile_ic(
+        32, 2 * 16, (1, 14), (3, 3, 1, 1)) == 8
+    assert fallback["unroll_kw"].val is False
+    assert task.config_space.find(fallback.knob_values()) is not None
     assert topi.x86.schedule_conv2d_nchw is x86.schedule_conv2d_nchw

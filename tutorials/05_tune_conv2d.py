@@ -12,8 +12,8 @@ convolution needs no schedule code at all:
    the template's fallback config, a good schedule without tuning.
 3. `"conv2d_nchw.x86"` is the tunable template behind it. Its task arguments are plain shapes
    and attributes, `((N, C, H, W), (K, C, R, S), stride, padding, dilation, dtype)`; its knobs
-   split the input channels (tile_ic), block output channels and columns in registers
-   (tile_oc, tile_ow) and unroll the kernel width (unroll_kw).
+   split the input channels (tile_ic), block output channels, rows and columns in registers
+   (tile_oc, tile_oh, tile_ow) and unroll the kernel width (unroll_kw).
 4. Inside `apply_history_best(log)` the same schedule function picks the tuned config of this
    workload. The result is checked against topi's numpy reference and timed side by side
    with the fallback and, when it is installed, PyTorch.

@@ -94,6 +94,7 @@ def blocked_conv(read: Callable[[Expr, Expr, Expr, Expr], Expr], kernel_vec: tl.
         ),
         name="conv2d_nchw_blocked",
         tag="conv2d_nchw_blocked",
+        attrs={"window": (g.stride, g.dilation)},
     )
 
 
@@ -199,7 +200,7 @@ def conv2d_nhwc(
         ),
         name="conv2d_nhwc",
         tag="conv2d_nhwc",
-        attrs={"workload": workload},
+        attrs={"workload": workload, "window": (g.stride, g.dilation)},
     )
 
 

@@ -1,0 +1,228 @@
+"""The 2-D register blocks of the x86 conv2d schedules (tile_oh x tile_ow x tile_oc), their
+fallback choice, the L1-sized channel step and the materialised padded input, under the host
+(AVX-512) and `-mcpu=haswell` (AVX2) targets."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from topi_check import assert_close, shape_of, uniform
+
+import autotune
+import tensorlang as tl
+from topi import nn, x86
+from topi import testing as ref
+from topi.x86 import conv2d as conv2d_x86
+from topi.x86.common import accumulator_budget, traverse
+
+HOST, HASWELL = "llvm", "llvm -mcpu=haswell"
+
+#: (task, args, output height, numpy reference, reduction length): a 7x7 plane, a 5x13 one
+#: (neither divides by most blocks), stride 2 with asymmetric padding, a dilated kernel, NHWC.
+CASES = {
+    "7x7": ("conv2d_nchw.x86", ((1, 5, 7, 7), (19, 5, 3, 3), 1, 1, 1, "float32"), 7,
+            lambda a, b: ref.conv2d_nchw_python(a, b, 1, 1, 1), 45),
+    "5x13": ("conv2d_nchw.x86", ((1, 3, 5, 13), (33, 3, 3, 3), 1, 1, 1, "float32"), 5,
+             lambda a, b: ref.conv2d_nchw_python(a, b, 1, 1, 1), 27),
+    "stride2": ("conv2d_nchw.x86", ((2, 6, 12, 9), (10, 6, 3, 3), 2, (1, 0, 0, 1), 1,
+                                    "float32"), 6,
+                lambda a, b: ref.conv2d_nchw_python(a, b, 2, (1, 0, 0, 1), 1), 54),
+    "dilated": ("conv2d_nchw.x86", ((1, 4, 11, 10), (17, 4, 3, 2), 1, 2, 2, "float32"), 11,
+                lambda a, b: ref.conv2d_nchw_python(a, b, 1, 2, 2), 24),
+    "nhwc": ("conv2d_nhwc.x86", ((1, 9, 6, 5), (3, 3, 5, 21), 1, 1, 1, "float32"), 9,
+             lambda a, b: ref.conv2d_nhwc_python(a, b, 1, 1, 1), 45),
+}
+
+
+def _run(task, config, reference, reduction, rng):
+    s, tensors = task.instantiate(config)
+    f = tl.build(s, tensors)
+    arrays = [uniform(rng, *shape_of(t)) for t in tensors[:-1]]
+    out = np.zeros(shape_of(tensors[-1]), "float32")
+    f(*arrays, out)
+    assert_close(out, reference(*arrays), reduction)
+
+
+@pytest.mark.parametrize("target", [HOST, HASWELL])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_block_height_is_correct(case, target, rng):
+    """Each tile_oh the space offers, dividing the output height or not, with block widths,
+    channel vectors and kernel-column unrolling varied across them."""
+    name, args, out_h, reference, reduction = CASES[case]
+    with tl.Target(target):
+        task = autotune.create_task(name, args, target=target)
+        space = task.config_space
+        heights = [e.size[-1] for e in space.knobs["tile_oh"].entities]
+        assert heights == list(range(1, min(out_h, accumulator_budget(1)) + 1))
+        configs = [space.get(int(i)) for i in space.valid_indices()]
+        for k, height in enumerate(heights):
+            with_height = [c for c in configs if c["tile_oh"].size[-1] == height]
+            assert with_height, f"no valid config with tile_oh={height}"
+            _run(task, with_height[(7 * k) % len(with_height)], reference, reduction, rng)
+
+
+@pytest.mark.parametrize("target", [HOST, HASWELL])
+def test_space_holds_only_blocks_that_fit_the_registers(target):
+    with tl.Target(target):
+        task = autotune.create_task(*CASES["5x13"][:2], target=target)
+        space = task.config_space
+        fits = [c["tile_oh"].size[-1] * c["tile_ow"].size[-1] * c["tile_oc"].val
+                <= accumulator_budget(c["tile_oc"].val) for c in map(space.get, range(
+                    space.range_length))]
+        assert sum(fits) == len(space) < space.range_length
+        assert all(fits[int(i)] for i in space.valid_indices())
+
+
+@pytest.mark.parametrize("target, lanes, registers", [(HOST, 16, 32), (HASWELL, 8, 16)])
+@pytest.mark.parametrize("shape", [(56, 56), (28, 28), (14, 14), (7, 7), (5, 13), (1, 3)])
+def test_fallback_block_fits_and_is_in_the_space(target, lanes, registers, shape):
+    """The fallback's block uses two channel vectors, fills at least half of the accumulator
+    budget where the plane is large enough, and is a config of the tuning space."""
+    with tl.Target(target):
+        oc, rows, cols = conv2d_x86.fallback_block(shape, 4)
+        assert oc == 2
+        assert rows <= shape[0] and cols <= shape[1]
+        assert rows * cols * oc <= registers - oc - 2
+        if shape[0] * shape[1] >= registers:
+            assert rows * cols * oc >= (registers - oc - 2) // 2
+        args = ((1, 8, *shape), (4 * lanes, 8, 3, 3), 1, 1, 1, "float32")
+        task = autotune.create_task("conv2d_nchw.x86", args, target=target)
+        fallback = autotune.FallbackConfig()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            task.template.run(fallback, task.args)
+        assert (fallback["tile_oc"].val, fallback["tile_oh"].size[-1],
+                fallback["tile_ow"].size[-1]) == (oc, rows, cols)
+        assert task.config_space.find(fallback.knob_values()) is not None
+
+
+def test_fallback_blocks_of_resnet_layers():
+    """AVX2 has 12 accumulators for two vectors: 2 x 3 points where 3 columns tile the row
+    (56, 14), a full row of 6 or 4 where rows do not pair up as well; AVX-512's 28 hold whole
+    14-column rows and two 7-column rows."""
+    with tl.Target(HASWELL):
+        assert conv2d_x86.fallback_block((56, 56), 8) == (2, 2, 3)
+        assert conv2d_x86.fallback_block((14, 14), 32) == (2, 2, 3)
+        assert conv2d_x86.fallback_block((7, 7), 64) == (2, 1, 4)
+        assert conv2d_x86.fallback_block((7, 7), 1) == (1, 1, 7)
+    with tl.Target(HOST):
+        assert conv2d_x86.fallback_block((14, 14), 16) == (2, 1, 14)
+        assert conv2d_x86.fallback_block((7, 7), 32) == (2, 2, 7)
+
+
+def test_hand_schedules_are_in_the_space():
+    """Blocks the tuner must reach: 2 x 3 x 2 vectors, the fastest by hand on AVX2 at 14x14,
+    and the one-row blocks of the former schedule (7 x 1 vector on AVX2, 14 x 1 on AVX-512)."""
+    for target, shape, knobs in [
+        (HASWELL, (14, 14), {"tile_oc": 2, "tile_oh": [-1, 2], "tile_ow": [-1, 3]}),
+        (HASWELL, (7, 7), {"tile_oc": 1, "tile_oh": [-1, 1], "tile_ow": [-1, 7]}),
+        (HOST, (14, 14), {"tile_oc": 1, "tile_oh": [-1, 1], "tile_ow": [-1, 14]}),
+    ]:
+        with tl.Target(target):
+            args = ((1, 64, *shape), (64, 64, 3, 3), 1, 1, 1, "float32")
+            space = autotune.create_task("conv2d_nchw.x86", args, target=target).config_space
+            for unroll in (False, True):
+                found = space.find({"tile_ic": [-1, 8], **knobs, "unroll_kw": unroll})
+                assert found is not None, (target, shape, knobs)
+
+
+def test_channel_step_follows_the_l1_cache():
+    """The fallback's tile_ic keeps a step's kernel block and input window within half of L1:
+    48 KiB (Ice Lake server) allows more channels per step than 32 KiB (Haswell), and a kernel
+    block of two 16-lane vectors (AVX-512) fewer than one of two 8-lane vectors."""
+    window = (3, 3, 1, 1)
+    with tl.Target(HASWELL):
+        assert tl.Target.current().caches.l1d == 32 * 1024
+        haswell = conv2d_x86.fallback_tile_ic(256, 16, (2, 3), window)
+        # 16 KiB / (3*3*16 + 4*5 values) / 4 bytes = 24 -> the largest divisor of 256 below.
+        assert haswell == 16
+        assert conv2d_x86.fallback_tile_ic(36, 16, (2, 3), window) == 18
+        assert conv2d_x86.fallback_tile_ic(7, 16, (2, 3), window) == 7
+    with tl.Target("llvm -mcpu=icelake-server"):
+        assert tl.Target.current().caches.l1d == 48 * 1024
+        assert conv2d_x86.fallback_tile_ic(36, 16, (2, 3), window) == 36
+        assert conv2d_x86.fallback_tile_ic(48, 32, (1, 14), window) == 16
+    with tl.Target("llvm -mcpu=skylake-avx512"):
+        assert conv2d_x86.fallback_tile_ic(256, 32, (1, 14), window) == 8
+        # A large window (11x11 kernel, stride 4) leaves room for one channel.
+        assert conv2d_x86.fallback_tile_ic(3, 32, (2, 14), (11, 11, 4, 4)) == 1
+        # 512 x 3x3 x 32 kernel values (576 KiB) stay in its 1 MiB L2: the L1 step.
+        assert conv2d_x86.fallback_tile_ic(512, 32, (2, 7), window) == 8
+
+
+def test_kernel_streamed_past_l2_is_read_in_address_order():
+    """Where the kernel of one block of output channels exceeds L2 (512 x 3x3 x 16 values =
+    288 KiB against Haswell's 256 KiB), one channel per step."""
+    with tl.Target(HASWELL):
+        assert conv2d_x86.fallback_tile_ic(512, 16, (1, 4), (3, 3, 1, 1)) == 1
+        assert conv2d_x86.fallback_tile_ic(256, 16, (1, 4), (3, 3, 1, 1)) == 16
+        args = ((1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1, "float32")
+        task = autotune.create_task("conv2d_nchw.x86", args, target=HASWELL)
+        fallback = autotune.FallbackConfig()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            task.template.run(fallback, task.args)
+        assert fallback["tile_ic"].size[-1] == 1
+
+
+def _lowered(out, inputs, schedule):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return str(tl.lower(schedule([out]), [*inputs, out]))
+
+
+@pytest.mark.parametrize("op", ["nchw", "nhwc"])
+def test_padded_input_is_materialised(op):
+    """The pad stage is computed once at the top (its bounds checks there) and the convolution
+    reads it without any check; without padding the convolution reads its input directly."""
+    if op == "nchw":
+        data, kernel = tl.placeholder((1, 6, 9, 9), name="data"), tl.placeholder((16, 6, 3, 3))
+        make, schedule = nn.conv2d_nchw, x86.schedule_conv2d_nchw
+    else:
+        data, kernel = tl.placeholder((1, 9, 9, 6), name="data"), tl.placeholder((3, 3, 6, 16))
+        make, schedule = nn.conv2d_nhwc, x86.schedule_conv2d_nhwc
+    padded = _lowered(make(data, kernel, 1, 1), [data, kernel], schedule)
+    pad_loop, rest = padded.split("data_pad[", 1)[1].split("\n", 1)
+    assert "data_pad = allocate" in padded
+    assert "if_then_else" in pad_loop and "if_then_else" not in rest
+    unpadded = _lowered(make(data, kernel, 1, 0), [data, kernel], schedule)
+    assert "data_pad" not in unpadded and "if_then_else" not in unpadded
+
+
+def test_depthwise_padding_stays_inlined():
+    """A depthwise step is one FMA per input value read: the pad's selects on row vectors cost
+    no more than a stored copy, so the pad is not materialised."""
+    data, kernel = tl.placeholder((1, 6, 9, 9), name="data"), tl.placeholder((6, 1, 3, 3))
+    out = nn.depthwise_conv2d_nchw(data, kernel, 1, 1)
+    lowered = _lowered(out, [data, kernel], x86.schedule_depthwise_conv2d_nchw)
+    assert "data_pad" not in lowered and "if_then_else" in lowered
+
+
+def test_blocked_stage_schedule_takes_a_prepacked_kernel(rng):
+    """`schedule_conv2d_nchw_with` schedules any (N, K/w, OH, OW, w) blocked convolution that
+    carries its window in attrs, also one whose kernel arrives packed (a placeholder), as a
+    conv2d over an NCHW[x]c layout will."""
+    with tl.Target(HASWELL):
+        w = 8
+        data = tl.placeholder((1, 5, 7, 7), name="data")
+        packed = tl.placeholder((2, 5, 3, 3, w), name="kernel_vec")
+        padded = nn.pad(data, [0, 0, 1, 1], [0, 0, 1, 1], name="data_pad")
+        rc, ry, rx = (tl.reduce_axis((0, n), name=a) for n, a in ((5, "rc"), (3, "ry"), (3, "rx")))
+        blocked = tl.compute(
+            (1, 2, 7, 7, w),
+            lambda b, ko, y, x, ki: tl.sum(padded[b, rc, y + ry, x + rx] * packed[ko, rc, ry, rx, ki],
+                                           axis=[rc, ry, rx]),
+            name="blocked", tag="conv2d_nchw_blocked", attrs={"window": ((1, 1), (1, 1))})
+        out = tl.compute((1, 13, 7, 7), lambda b, k, y, x: blocked[b, k // w, y, x, k % w],
+                         name="out", tag="conv2d_nchw")
+        s = tl.create_schedule(out.op)
+        traverse(s, [out], lambda op: None)
+        conv2d_x86.schedule_conv2d_nchw_with(autotune.FallbackConfig(), s, out, out)
+        f = tl.build(s, [data, packed, out])
+    a, k = uniform(rng, 1, 5, 7, 7), uniform(rng, 2, 5, 3, 3, w)
+    result = np.zeros((1, 13, 7, 7), "float32")
+    f(a, k, result)
+    kernel = k.transpose(0, 4, 1, 2, 3).reshape(16, 5, 3, 3)[:13]
+    assert_close(result, ref.conv2d_nchw_python(a, kernel, 1, 1, 1), 45)
