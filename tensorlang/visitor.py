@@ -153,9 +153,10 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(children(current)))
 
 
-def nodes_below(node: Node) -> Iterator[Node]:
+def nodes_below(node: Node, left_to_right: bool = False) -> Iterator[Node]:
     """`node` and every node below it, parents first, each shared node once (cheaper than
-    post_order_visit where the order does not matter)."""
+    post_order_visit where only the set matters); `left_to_right` visits children in order, so
+    leaves come in the order `post_order_visit` meets them."""
     seen: set[int] = set()
     stack = [node]
     while stack:
@@ -164,25 +165,14 @@ def nodes_below(node: Node) -> Iterator[Node]:
             continue
         seen.add(id(current))
         yield current
-        stack.extend(children(current))
+        below = children(current)
+        stack.extend(reversed(below) if left_to_right else below)
 
 
 def variables_in_order(node: Node) -> list[Var]:
     """Every Var below `node`, once, in the order of their first occurrence (left to right, the
-    order `post_order_visit` meets them), without calling a function on every other node."""
-    seen: set[int] = set()
-    found: list[Var] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, Var):
-            found.append(current)
-        else:
-            stack.extend(reversed(children(current)))
-    return found
+    order `post_order_visit` meets them)."""
+    return [n for n in nodes_below(node, left_to_right=True) if isinstance(n, Var)]
 
 
 def contains(node: Node, kind: type | tuple[type, ...]) -> bool:
