@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from .bound_check import check_data_dependent_indices
 from .flatten import flatten_buffers
 from .loop_nest import build_loop_nest
+from .masks import fold_masks
 from .partition import partition_loops
 from .simplify import simplify_func
 from .unroll import unroll_loops
@@ -35,6 +36,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("unroll_loops", unroll_loops),  # copy out loops marked unroll
     ("vectorize_loops", vectorize_loops),  # loops marked vectorize become vector operations
     ("simplify", simplify_func),  # fold constants exposed by unrolling and vectorization
+    ("fold_masks", fold_masks),  # vector tails: decided masks folded, stack buffers unmasked
     ("verify", verify),  # check the invariants codegen relies on
 ]
 

@@ -49,8 +49,9 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     n, c, _, x = o.op.axis
     x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].val)
     fuse_parallel(s, out, [n, c])
-    _, x_lanes = o.split(x_inner, factor=lanes)
+    x_vectors, x_lanes = o.split(x_inner, factor=lanes)
     o.vectorize(x_lanes)
+    o.unroll(x_vectors)  # constant offsets into the accumulator block keep it in registers
     compute_chain_at(s, out, conv, x_outer)
 
     d = s[conv]
