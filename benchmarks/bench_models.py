@@ -98,8 +98,10 @@ def bench_model(name: str, args: argparse.Namespace, threads: int) -> dict:
         ours["tuned"] = lambda: tuned(**inputs)
     refs = {"onnxruntime": _onnxruntime(proto, inputs, threads),
             "pytorch": _pytorch(model, inputs)}
-    for mode, run in ours.items():
-        for ref_name, ref in refs.items():
+    # PyTorch last: its OpenMP threads keep spinning after each run and would slow whatever
+    # is timed next.
+    for ref_name, ref in refs.items():
+        for mode, run in ours.items():
             # Alternating rounds; the ratio is the median of t_ref / t_ours over the rounds.
             result = compare(run, ref, repeat=args.rounds)
             row.setdefault(f"{mode} ms", result.ours * 1e3)
