@@ -138,30 +138,27 @@ class _Masks(Mutator):
             self.unmasked.add(id(node.buffer))
         return self.generic_visit(node)
 
-    def _mask(self, buffer: object, mask: Expr | None) -> bool | None:
-        """True when the access may drop its mask, False when it touches no lane."""
-        if mask is None:
-            return None
-        known = known_mask(mask, self.ranges)
-        return True if known is None and id(buffer) in self.unmasked else known
+    def _fold(self, node: BufferLoad | BufferStore, no_lanes: Expr | Stmt) -> Expr | Stmt:
+        """`node` unmasked where its mask holds in every lane or its buffer is unmasked,
+        `no_lanes` where the mask holds in none."""
+        node = self.generic_visit(node)
+        if node.mask is None:
+            return node
+        known = known_mask(node.mask, self.ranges)
+        if known is False:
+            return no_lanes
+        if known is None and id(node.buffer) not in self.unmasked:
+            return node
+        if isinstance(node, BufferLoad):
+            return BufferLoad(node.buffer, node.index, node.dtype, None)
+        return BufferStore(node.buffer, node.index, node.value, None)
 
     def visit_BufferLoad(self, node: BufferLoad) -> Expr:
-        node = self.generic_visit(node)
-        known = self._mask(node.buffer, node.mask)
-        if known is None:
-            return node
-        if known is False:
-            return Broadcast(const(0, node.dtype.element), node.dtype.lanes, node.dtype)
-        return BufferLoad(node.buffer, node.index, node.dtype, None)
+        return self._fold(node, Broadcast(const(0, node.dtype.element), node.dtype.lanes,
+                                          node.dtype))
 
     def visit_BufferStore(self, node: BufferStore) -> Stmt:
-        node = self.generic_visit(node)
-        known = self._mask(node.buffer, node.mask)
-        if known is None:
-            return node
-        if known is False:
-            return NOP
-        return BufferStore(node.buffer, node.index, node.value, None)
+        return self._fold(node, NOP)
 
 
 def fold_masks(func: PrimFunc) -> PrimFunc:
