@@ -138,15 +138,15 @@ class _Masks(Mutator):
             self.unmasked.add(id(node.buffer))
         return self.generic_visit(node)
 
-    def _fold(self, node: BufferLoad | BufferStore, no_lanes: Expr | Stmt) -> Expr | Stmt:
-        """`node` unmasked where its mask holds in every lane or its buffer is unmasked,
-        `no_lanes` where the mask holds in none."""
+    def _fold(self, node: BufferLoad | BufferStore) -> BufferLoad | BufferStore | None:
+        """`node` unmasked where its mask holds in every lane or its buffer is unmasked, None
+        where the mask holds in no lane."""
         node = self.generic_visit(node)
         if node.mask is None:
             return node
         known = known_mask(node.mask, self.ranges)
         if known is False:
-            return no_lanes
+            return None
         if known is None and id(node.buffer) not in self.unmasked:
             return node
         if isinstance(node, BufferLoad):
@@ -154,11 +154,14 @@ class _Masks(Mutator):
         return BufferStore(node.buffer, node.index, node.value, None)
 
     def visit_BufferLoad(self, node: BufferLoad) -> Expr:
-        return self._fold(node, Broadcast(const(0, node.dtype.element), node.dtype.lanes,
-                                          node.dtype))
+        folded = self._fold(node)
+        if folded is None:  # no lane reads: the zeros a masked load gives
+            return Broadcast(const(0, node.dtype.element), node.dtype.lanes, node.dtype)
+        return folded
 
     def visit_BufferStore(self, node: BufferStore) -> Stmt:
-        return self._fold(node, NOP)
+        folded = self._fold(node)
+        return NOP if folded is None else folded
 
 
 def fold_masks(func: PrimFunc) -> PrimFunc:
