@@ -124,8 +124,10 @@ def test_dask_tuning_logs_like_local_tuning_and_finds_as_fast_a_config(client, t
         arrays = [np.random.rand(96, 96).astype("float32") for _ in range(3)]
         return lambda: f(*arrays)
 
-    timing = compare(kernel(farmed.config), kernel(local.config), repeat=5, min_seconds=0.01)
-    assert timing.ours <= 1.3 * timing.reference, (farmed, local, timing)
+    # Judged by the median of the side-by-side ratios, which a noisy moment moves far less than
+    # the median of either side's absolute times (the cluster's processes stay up meanwhile).
+    timing = compare(kernel(farmed.config), kernel(local.config), repeat=7, min_seconds=0.01)
+    assert timing.speedup >= 1 / 1.3, (farmed, local, timing)
 
 
 def test_killing_a_measuring_worker_mid_run_loses_no_record(client, tmp_path):
