@@ -39,7 +39,7 @@ CASES = {
 def _check(task, config, rng):
     _, reference, reduction = CASES[task.name]
     s, tensors = task.instantiate(config)
-    f = tl.build(s, tensors)
+    f = tl.build(s, tensors, target=task.compile_target)
     arrays = [uniform(rng, *shape_of(t)) for t in tensors[:-1]]
     out = np.zeros(shape_of(tensors[-1]), "float32")
     f(*arrays, out)
@@ -140,3 +140,40 @@ def test_fallback_config_is_explicit():
     assert fallback["unroll_kw"].val is False
     assert task.config_space.find(fallback.knob_values()) is not None
     assert topi.x86.schedule_conv2d_nchw is x86.schedule_conv2d_nchw
+
+
+@pytest.mark.parametrize("target, height, packs_by_default", [
+    ("llvm -mcpu=haswell", 6, True), ("llvm -mcpu=skylake-avx512", 4, False),
+])
+@pytest.mark.parametrize("name", ["dense.x86", "matmul.x86", "batch_matmul.x86"])
+def test_gemm_left_operand_row_panels_are_one_register_block_high(name, target, height,
+                                                                  packs_by_default):
+    """The fallback copies the left operand into its row panels on AVX2 (6-row blocks) and
+    reads it in place on AVX-512 (4-row blocks); the tuner may choose either."""
+    task = autotune.create_task(name, CASES[name][0], target=target)
+    assert [e.val for e in task.config_space.knobs["pack_rows"].entities] == [True, False]
+    fallback = task.fallback_config()
+    assert fallback["pack_rows"].val is packs_by_default
+    for pack in (True, False):
+        s, _ = task.instantiate(_with_knob(task, fallback, "pack_rows", pack))
+        rows = [st for st in s.stages if getattr(st.op, "tag", "") == "injective,row_pack"]
+        assert [shape_of(st.op.output(0))[-1] for st in rows] == [height]
+        assert (rows[0].attach.name == "INLINE") is not pack
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+@pytest.mark.parametrize("name", ["dense.x86", "matmul.x86", "batch_matmul.x86"])
+def test_gemm_is_correct_with_and_without_row_panels(name, target, rng):
+    """10 rows fill no whole panel of 6 or 4: the copy's last panel is partly zero padding."""
+    task = autotune.create_task(name, CASES[name][0], target=target)
+    fallback = task.fallback_config()
+    for pack in (True, False):
+        _check(task, _with_knob(task, fallback, "pack_rows", pack), rng)
+
+
+def _with_knob(task: autotune.Task, config: autotune.ConfigEntity, name: str,
+               value: object) -> autotune.ConfigEntity:
+    knobs = {n: config[n].to_json() for n in task.config_space.knobs}
+    found = task.config_space.find({**knobs, name: value})
+    assert found is not None, (config, name, value)
+    return found

@@ -4,7 +4,11 @@ The 2-D and batched products read their right-hand operand through a packed copy
 (..., N/w, K, w): column panels one vector of the current target wide (w = `pack_width`: 16
 float32 with AVX-512, 8 with AVX2), contiguous along K. That is the GEMM recipe of
 shared/DESIGN.md: the inner loop loads one panel row per k with one vector load whatever the
-original layout (transposed or not), so one schedule serves every variant.
+original layout (transposed or not), so one schedule serves every variant. With more than one
+row (static), the left operand is read through row panels (..., M/h, K, h) likewise
+(h = `pack_height`, the target's register block height): a block's rows then come as one
+contiguous stream instead of h rows K elements apart, which share the L1 sets of a cache when
+K * itemsize is a multiple of 4 KB. Schedules may inline either packing.
 The GEMM stage is tagged "dense", "matmul" or "batch_matmul"; a bias is a separate "broadcast"
 stage for the schedule to fuse. Ops record `attrs["workload"]` like the convolutions.
 """
@@ -17,16 +21,24 @@ import tensorlang as tl
 from tensorlang.expr import Expr
 
 from .elemwise import BROADCAST, broadcast_shape
-from .utils import check_same_dim, check_tensor, json_args, pack_width, static_dim
+from .utils import (
+    check_same_dim,
+    check_tensor,
+    json_args,
+    pack_height,
+    pack_width,
+    static_dim,
+)
 
 
 def pack_panels(
     batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str,
-    width: int,
+    width: int, tag: str = "injective,panel_pack",
 ) -> tl.Tensor:
     """(*batch, ceil(n/w), k, w) with packed[..., jo, kk, ji] = read(*b, jo * w + ji, kk),
-    zero past column n; w (`width`) is one vector of the product's accumulation dtype on the
-    current target, so that one panel row is one accumulator's worth of columns."""
+    zero past n. Column panels (the default `tag`) are one vector of the product's
+    accumulation dtype wide, so that one panel row is one accumulator's worth of columns; row
+    panels ("injective,row_pack") are one register block high."""
     static_n = static_dim(n)
     blocks = (n + width - 1) // width  # type: ignore[operator]
     zero = tl.const(0, dtype)
@@ -38,7 +50,7 @@ def pack_panels(
         value = read(*b, j, kk)
         return tl.if_then_else(j < n, value, zero) if guard else value
 
-    return tl.compute((*batch, blocks, k, width), f, name=name, tag="injective,panel_pack")
+    return tl.compute((*batch, blocks, k, width), f, name=name, tag=tag)
 
 
 def _panel_read(packed: tl.Tensor, *b: Expr, j: Expr, kk: Expr) -> Expr:
@@ -72,21 +84,9 @@ def dense(
     check_tensor(data, "dense: data", 2)
     check_tensor(weight, "dense: weight", 2)
     check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
-    m, k = _shape(data)
-    n = _shape(weight)[0]
     dtype = out_dtype or data.dtype
-    packed = pack_panels((), n, k, lambda j, kk: weight[j, kk], weight.dtype, "weight_pack",
-                         pack_width(dtype))
-    rk = tl.reduce_axis((0, k), name="k")
-    out = tl.compute(
-        (m, n),
-        lambda i, j: tl.sum(
-            data[i, rk].astype(dtype) * _panel_read(packed, j=j, kk=rk).astype(dtype), axis=rk
-        ),
-        name="dense",
-        tag="dense",
-        attrs={"workload": _workload(_shape(data), _shape(weight), dtype)},
-    )
+    out = _product(data, weight, False, True, dtype, _workload(_shape(data), _shape(weight), dtype),
+                   tag="dense", pack_names=("data_pack", "weight_pack"))
     return _add_bias(out, bias, "dense")
 
 
@@ -128,8 +128,10 @@ def _workload(*args: object) -> tuple | None:
 
 def _product(
     a: tl.Tensor, b: tl.Tensor, transpose_a: bool, transpose_b: bool, dtype: str,
-    workload: tuple | None,
+    workload: tuple | None, tag: str | None = None, pack_names: tuple[str, str] = ("a_pack", "b_pack"),
 ) -> tl.Tensor:
+    """The product stage, tagged `tag` (by default "matmul" when 2-D, else "batch_matmul"),
+    reading both operands through their packed panels."""
     sa, sb = _shape(a), _shape(b)
     m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
     kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
@@ -146,15 +148,16 @@ def _product(
         return b[(*lead, j, kk)] if transpose_b else b[(*lead, kk, j)]
 
     packed = pack_panels(
-        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype, "b_pack",
-        pack_width(dtype),
+        batch, n, ka, lambda *idx: read_b(tuple(idx[:-2]), idx[-2], idx[-1]), b.dtype,
+        pack_names[1], pack_width(dtype),
     )
+    read_rows = _row_reader(batch, m, ka, read_a, a.dtype, pack_names[0])
     rk = tl.reduce_axis((0, ka), name="k")
-    tag = "matmul" if nb == 0 else "batch_matmul"
+    tag = tag or ("matmul" if nb == 0 else "batch_matmul")
     return tl.compute(
         (*batch, m, n),
         lambda *idx: tl.sum(
-            read_a(idx[:-2], idx[-2], rk).astype(dtype)
+            read_rows(idx[:-2], idx[-2], rk).astype(dtype)
             * _panel_read(packed, *idx[:-2], j=idx[-1], kk=rk).astype(dtype),
             axis=rk,
         ),
@@ -162,6 +165,21 @@ def _product(
         tag=tag,
         attrs={"workload": workload},
     )
+
+
+def _row_reader(batch: Sequence, m: object, k: object, read: Callable[..., Expr], dtype: str,
+                name: str) -> Callable[..., Expr]:
+    """How the product reads its left operand, read(batch index, i, kk): through row panels
+    when it has a static number of rows above one, else directly (one row has nothing to
+    stream together, and symbolic extents keep their guards in the hot loop when inlined)."""
+    rows = static_dim(m)
+    if rows is None or rows <= 1:
+        return read
+    packed = pack_panels(
+        batch, m, k, lambda *idx: read(tuple(idx[:-2]), idx[-2], idx[-1]), dtype, name,
+        pack_height(), tag="injective,row_pack",
+    )
+    return lambda bi, i, kk: _panel_read(packed, *bi, j=i, kk=kk)
 
 
 def _broadcast_index(t: tl.Tensor, batch_index: tuple, nb: int) -> list[Expr]:

@@ -23,6 +23,14 @@ def pack_width(dtype: str) -> int:
     return tl.Target.current().vector_lanes(dtype)
 
 
+def pack_height() -> int:
+    """Rows of the left operand's packed panels in a matrix product: the register block height
+    of the current target's fallback GEMM schedule (6 with 16 vector registers, whose
+    6 rows x 2 vectors fill 12 accumulators; 4 with 32, as in its 4 x 4 block), so that a block
+    reads its rows as one contiguous stream. Read when the compute is defined."""
+    return 6 if tl.Target.current().vector_registers < 32 else 4
+
+
 def as_pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
     """An int or a pair of positive ints as an (h, w) pair."""
     if isinstance(value, bool):
