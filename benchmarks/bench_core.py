@@ -76,8 +76,9 @@ COMPILE_BUDGET_MS = 100.0
 def compile_split(make=tutorial_gemm, repeat: int = 7) -> dict[str, float]:
     """Median milliseconds of lower / LLVM IR generation / LLVM optimise / machine code of the
     schedule `make()` returns, in CPU time of this thread: compiling runs on the calling thread,
-    and on a shared machine wall time would count the time spent waiting for a core."""
-    target = as_target("llvm")
+    and on a shared machine wall time would count the time spent waiting for a core. Built for
+    the current target (the host unless a `tl.Target` scope is open)."""
+    target = as_target(None)
     steps = ("lower", "codegen", "llvm opt", "machine code")
     samples: dict[str, list[float]] = {step: [] for step in steps}
     for _ in range(repeat):

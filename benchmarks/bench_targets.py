@@ -16,6 +16,7 @@ fallback conv >= 0.7x PyTorch, tuned conv >= 1.0x PyTorch.
     python benchmarks/bench_targets.py                   # both targets, 300 trials per workload
     python benchmarks/bench_targets.py --trials 0        # fallback configs only
     python benchmarks/bench_targets.py --targets haswell --only conv --trials 50
+    python benchmarks/bench_targets.py --targets haswell --only matmul,dense
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def run_target(name: str, trials: int, only: str, rounds: int, log_dir: Path) ->
     log = log_dir / f"bench_targets_{name}.jsonl"
     rows = []
     for w in workloads():
-        if only not in w.label:
+        if not any(part in w.label for part in only.split(",")):
             continue
         row: dict = {"label": w.label, "target": name, "kind": _kind(w)}
         for mode in ("fallback", "tuned"):
@@ -138,7 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300, help="tuning trials per workload")
     parser.add_argument("--targets", default="haswell,host", help="comma-separated: haswell,host")
-    parser.add_argument("--only", default="", help="run workloads whose label contains this")
+    parser.add_argument("--only", default="", help="run workloads whose label contains one of these (comma-separated)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating timing rounds")
     parser.add_argument("--log-dir", default=None, help="where tuning logs go (resumed)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)

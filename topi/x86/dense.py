@@ -79,7 +79,10 @@ def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int,
         block_rows, block_vectors = fallback_block()
         cfg.fallback_split("tile_y", [-1, min(block_rows, max(rows))])
         cfg.fallback_split("tile_x", [-1, min(block_vectors * lanes, max(cols))])
-        cfg.fallback_split("tile_k", [-1, min(4, _floor_pow2(k or 4))])
+        # K steps unrolled: 2 ran as fast as 4 at 1024^3 on both vector widths (0.99-1.03x,
+        # side by side) and compiles about 20% faster (half the unrolled body); 1 ran 2.6%
+        # slower with AVX2's 12 accumulators.
+        cfg.fallback_split("tile_k", [-1, min(2, _floor_pow2(k or 2))])
         if rows_packed:
             cfg.fallback_knob("pack_rows", packs_rows_by_default())
     elif (cfg["tile_y"].size[-1] * (vectors := cfg["tile_x"].size[-1] // lanes)
