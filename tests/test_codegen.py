@@ -475,3 +475,25 @@ def test_gemm_compiles_fast() -> None:
     z = np.zeros((size, size), "float32")
     m(x, y, z)
     np.testing.assert_allclose(z, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_block_loads_an_address_once_and_reads_back_what_it_stored(rng) -> None:
+    """Within one basic block an address is loaded once and a stored value is read back
+    without a load, while a store to a buffer makes every later read of that buffer load
+    again (another address of it may overlap the stored one)."""
+    x, acc, out = (buf(name, "float32", (4,)) for name in ("x", "acc", "out"))
+    body = seq(
+        BufferStore(acc, const(0), load(x, const(0)) * load(x, const(0))),  # x[0] loaded once
+        BufferStore(acc, const(1), load(acc, const(0)) + load(x, const(1))),  # acc[0]: stored
+        BufferStore(x, const(2), load(acc, const(1))),
+        BufferStore(out, const(0), load(x, const(0)) + load(x, const(2))),  # x[0] loaded again
+    )
+    func = PrimFunc("block", (x, acc, out), (), body)
+    ll = codegen(func, "llvm")
+    assert ll.count("load float") == 3, ll
+    xs = random(4, "float32", rng)
+    expected = xs[0] + (xs[0] * xs[0] + xs[1])
+    results = [np.zeros(4, "float32"), np.zeros(4, "float32")]
+    build_module(func)(xs, *results)
+    np.testing.assert_allclose(results[1][0], expected, rtol=1e-6)
+    np.testing.assert_allclose(xs[2], xs[0] * xs[0] + xs[1], rtol=1e-6)

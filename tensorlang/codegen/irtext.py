@@ -103,6 +103,15 @@ _PURE_OPCODES = frozenset({
 })
 
 
+def _may_write_memory(call: str) -> bool:
+    """Whether a call instruction may write memory: any call but to an LLVM intrinsic that only
+    computes or reads (math, min/max, reductions, masked loads and gathers)."""
+    callee = call[call.index("@") + 1:] if "@" in call else ""
+    if not callee.startswith("llvm."):
+        return True
+    return any(word in callee.split("(")[0] for word in ("store", "scatter", "mem"))
+
+
 class FunctionWriter:
     """Accumulates the body of one LLVM function; allocas go to the entry block.
 
@@ -110,6 +119,9 @@ class FunctionWriter:
     the earlier value. The loop IR recomputes the same index arithmetic and splats in every
     statement of an unrolled body; numbering them here keeps the IR that LLVM parses and
     optimises a third smaller for a register-blocked GEMM, which is most of its compile time.
+    Memory values are remembered the same way (`remembered` / `remember` / `forget`): an
+    unrolled register block loads each operand once per step instead of once per accumulator
+    and reads back the accumulator it just stored as the stored value.
     """
 
     def __init__(self, header: str) -> None:
@@ -118,7 +130,23 @@ class FunctionWriter:
         self._lines: list[str] = []
         self._counter = 0
         self._known: dict[str, Val] = {}  # pure instruction text -> its value, in this block
+        # base pointer -> (type, address) -> the value there, in this block since the last call
+        self._memory: dict[str, dict[tuple[str, str], Val]] = {}
         self.block = "entry"
+
+    def remembered(self, base: Val, ty: str, addr: Val) -> Val | None:
+        """The value of type `ty` at `addr` (an address within the object `base` points to),
+        if this block loaded or stored it since the last write that may have changed it."""
+        return self._memory.get(base.ref, {}).get((ty, addr.ref))
+
+    def remember(self, base: Val, addr: Val, value: Val) -> None:
+        self._memory.setdefault(base.ref, {})[(value.ty, addr.ref)] = value
+
+    def forget(self, base: Val) -> None:
+        """A write to the object `base` points to: any remembered value in it may be stale
+        (objects behind different base pointers never overlap: parameters are noalias and the
+        runtime rejects overlapping arguments)."""
+        self._memory.pop(base.ref, None)
 
     def fresh(self, prefix: str = "t") -> str:
         self._counter += 1
@@ -136,6 +164,8 @@ class FunctionWriter:
             known = self._known.get(text)
             if known is not None and known.ty == ty:
                 return known
+        elif text.startswith("call") and _may_write_memory(text):
+            self._memory.clear()
         name = self.fresh(prefix)
         self._lines.append(f"  {name} = {text}")
         value = Val(ty, name)
@@ -144,6 +174,8 @@ class FunctionWriter:
         return value
 
     def emit(self, text: str) -> None:
+        if text.startswith("call") and _may_write_memory(text):
+            self._memory.clear()
         self._lines.append(f"  {text}")
 
     def alloca(self, text: str) -> Val:
@@ -156,6 +188,7 @@ class FunctionWriter:
         self._lines.append(f"{label}:")
         self.block = label
         self._known.clear()
+        self._memory.clear()
 
     def br(self, label: str) -> None:
         self.emit(f"br label %{label}")

@@ -463,7 +463,7 @@ class CodeGen:
         if _is_unit_ramp(index):
             addr, mask = self._contiguous_address(ptr, elem, index, check, mask)
             if mask is None:
-                value = self.fw.op(vty, f"load {vty}, ptr {addr.ref}, align {align}")
+                value = self._plain_load(ptr, vty, addr, align)
             else:
                 value = self.intrinsic(
                     "llvm.masked.load",
@@ -509,7 +509,7 @@ class CodeGen:
         """A scalar load; under a vector mask it happens only when some lane needs it."""
         addr = self._address(ptr, elem, offset)
         if mask is None:
-            return self.fw.op(elem, f"load {elem}, ptr {addr.ref}, align {align}")
+            return self._plain_load(ptr, elem, addr, align)
         fw = self.fw
         if lanes_of(mask.ty) > 1:
             mask = self.intrinsic("llvm.vector.reduce.or", [mask.ty], "i1", [mask])
@@ -522,6 +522,23 @@ class CodeGen:
         fw.start_block(end_l)
         zero = const(elem, 0)
         return fw.op(elem, f"phi {elem} [ {value.ref}, %{load_l} ], [ {zero.ref}, %{before} ]")
+
+    def _plain_load(self, ptr: Val, ty: str, addr: Val, align: int) -> Val:
+        """An unmasked load of `ty` at `addr` in the buffer at `ptr`, or the value this block
+        already loaded or stored there."""
+        known = self.fw.remembered(ptr, ty, addr)
+        if known is not None:
+            return known
+        value = self.fw.op(ty, f"load {ty}, ptr {addr.ref}, align {align}")
+        self.fw.remember(ptr, addr, value)
+        return value
+
+    def _plain_store(self, ptr: Val, value: Val, addr: Val, align: int) -> None:
+        """An unmasked store into the buffer at `ptr`; later loads of that address in this
+        block read `value` back without a load."""
+        self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+        self.fw.forget(ptr)
+        self.fw.remember(ptr, addr, value)
 
     def _address(self, ptr: Val, elem: str, index: Val) -> Val:
         ty = "ptr" if lanes_of(index.ty) == 1 else vector_of("ptr", lanes_of(index.ty))
@@ -556,7 +573,7 @@ class CodeGen:
             offset = self.index(index)
             addr = self._address(ptr, elem, offset)
             if check is None:
-                self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+                self._plain_store(ptr, value, addr, align)
                 return
             fw = self.fw
             store_l, end_l = fw.label("st"), fw.label("st_end")
@@ -569,7 +586,7 @@ class CodeGen:
         if _is_unit_ramp(index):
             addr, mask = self._contiguous_address(ptr, elem, index, check, mask)
             if mask is None:
-                self.fw.emit(f"store {value}, ptr {addr.ref}, align {align}")
+                self._plain_store(ptr, value, addr, align)
             else:
                 name = intrinsic_name("llvm.masked.store", [value.ty, "ptr"])
                 self.declare(name, f"declare void @{name}({value.ty}, ptr, {mask.ty})")
