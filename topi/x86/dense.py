@@ -58,9 +58,10 @@ def fallback_block() -> tuple[int, int]:
 
 def packs_rows_by_default() -> bool:
     """Whether the fallback config reads the left operand through its row panels. Measured
-    side by side at 1024^3 (dense, 2 cores of a Zen 4): the 6-row AVX2 block ran 1.10-1.13x
-    faster with them (its rows, 4 KB apart, share L1 sets), while the 4-row AVX-512 block ran
-    0.92-0.99x (the copy costs more than the conflicts it removes)."""
+    side by side at 1024^3 (dense and matmul, 2 cores of a Zen 4, ten processes): the 6-row
+    AVX2 block ran 1.00-1.10x faster with them, about 1.05x typically (its rows, 4 KB apart,
+    share L1 sets), while the 4-row AVX-512 block ran 0.92-0.99x (the copy costs more than the
+    conflicts it removes)."""
     return tl.Target.current().vector_registers < 32
 
 
