@@ -164,8 +164,8 @@ class FunctionWriter:
             known = self._known.get(text)
             if known is not None and known.ty == ty:
                 return known
-        elif text.startswith("call") and _may_write_memory(text):
-            self._memory.clear()
+        else:
+            self._note_writes(text)
         name = self.fresh(prefix)
         self._lines.append(f"  {name} = {text}")
         value = Val(ty, name)
@@ -174,9 +174,14 @@ class FunctionWriter:
         return value
 
     def emit(self, text: str) -> None:
+        self._note_writes(text)
+        self._lines.append(f"  {text}")
+
+    def _note_writes(self, text: str) -> None:
+        """Before an instruction with effects: a call that may write memory makes every
+        remembered memory value stale (stores forget their own buffer, see `forget`)."""
         if text.startswith("call") and _may_write_memory(text):
             self._memory.clear()
-        self._lines.append(f"  {text}")
 
     def alloca(self, text: str) -> Val:
         """An `alloca` in the entry block, so that loops do not grow the stack."""
