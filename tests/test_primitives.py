@@ -315,6 +315,49 @@ def test_compute_at_not_inlined_middle_reader_is_rejected_when_lowering():
         tl.lower(s, [A, C])
 
 
+def _three_stage_chain(n: int, m: int):
+    """P -> B -> C, B reading a 3-wide window of P along j: C[i, j] = sum_k P[i, j + k]."""
+    A = tl.placeholder((n, m + 2), "float32", name="A")
+    P = tl.compute((n, m + 2), lambda i, j: A[i, j] * 2, name="P")
+    k = tl.reduce_axis((0, 3), name="k")
+    B = tl.compute((n, m), lambda i, j: tl.sum(P[i, j + k], axis=k), name="B")
+    C = tl.compute((n, m), lambda i, j: B[i, j] + 1, name="C")
+    return A, P, B, C
+
+
+@pytest.mark.parametrize("n,m,factor", [(5, 13, 4), (1, 7, 7), (3, 16, 5)])
+def test_compute_at_a_loop_that_runs_its_reader(n, m, factor, rng):
+    """A producer may be computed at a loop of a stage that does not read it, when its reader
+    runs inside that loop (compute_at of compute_at): one iteration computes the part that all
+    of the reader's iterations inside it need."""
+    A, P, B, C = _three_stage_chain(n, m)
+    s = tl.create_schedule(C.op)
+    i, j = C.op.axis
+    _, ji = s[C].split(j, factor=factor)
+    s[B].compute_at(s[C], ji)
+    s[P].compute_at(s[C], i)
+    lowered = str(tl.lower(s, [A, C]))
+    assert "P = allocate((1, " in lowered  # one row of P per row of C
+    f = tl.build(s, [A, C])
+    a = random_array((n, m + 2), "float32", rng)
+    c = np.zeros((n, m), "float32")
+    f(a, c)
+    expected = sum(2 * a[:, k : k + m] for k in range(3)) + 1
+    np.testing.assert_allclose(c, expected, rtol=1e-5)
+
+
+def test_compute_at_a_loop_outside_which_its_reader_runs_is_rejected():
+    """The reader B runs at the outer loop of C, the producer P inside the inner one: P's part
+    for one inner iteration would not be there when B runs, so lowering says so."""
+    A, P, B, C = _three_stage_chain(4, 8)
+    s = tl.create_schedule(C.op)
+    i, j = C.op.axis
+    s[B].compute_at(s[C], i)
+    s[P].compute_at(s[C], j)
+    with pytest.raises(ValueError, match="B reads it too outside that loop"):
+        tl.lower(s, [A, C])
+
+
 @pytest.mark.parametrize("order", ["split_after", "fuse_after"])
 def test_attachment_follows_split_and_fuse_of_its_loop(order, rng):
     A, B, C = gemm(20, 40, 9)

@@ -4,6 +4,7 @@ fallback choice, the L1-sized channel step and the materialised padded input, un
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -226,3 +227,30 @@ def test_blocked_stage_schedule_takes_a_prepacked_kernel(rng):
     f(a, k, result)
     kernel = k.transpose(0, 4, 1, 2, 3).reshape(16, 5, 3, 3)[:13]
     assert_close(result, ref.conv2d_nchw_python(a, kernel, 1, 1, 1), 45)
+
+
+@pytest.mark.parametrize("target", [HOST, HASWELL])
+@pytest.mark.parametrize("batch,channels", [(1, 64), (1, 40), (2, 64)])
+def test_kernel_is_packed_per_block_of_output_channels_for_one_image(batch, channels, target,
+                                                                     rng):
+    """With one image each block of output channels packs its own filters inside the parallel
+    loop over the blocks, just before its convolution (with 40 channels the last block is
+    partial); with a batch the blocks repeat per image, so the kernel is packed once, at the
+    top, in parallel."""
+    with tl.Target(target):
+        data = tl.placeholder((batch, 5, 7, 7), name="data")
+        kernel = tl.placeholder((channels, 5, 3, 3), name="kernel")
+        out = nn.conv2d_nchw(data, kernel, 1, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = x86.schedule_conv2d_nchw([out])
+        lowered = str(tl.lower(s, [data, kernel, out]))
+        f = tl.build(s, [data, kernel, out])
+    if channels == 64:  # whole blocks of output channels on both targets
+        blocks_loop = re.search(r"b\.ko\.outer\.fused in range\(\d+\):  # parallel", lowered).start()
+        packing = lowered.index("kernel_vec = allocate")
+        assert (packing > blocks_loop) == (batch == 1)
+    a, k = uniform(rng, batch, 5, 7, 7), uniform(rng, channels, 5, 3, 3)
+    result = np.zeros((batch, channels, 7, 7), "float32")
+    f(a, k, result)
+    assert_close(result, ref.conv2d_nchw_python(a, k, 1, 1, 1), 45)

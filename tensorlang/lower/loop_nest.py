@@ -154,35 +154,28 @@ class LoopNestBuilder:
             return _Region(zeros, full, full, attached=False)
         consumer, at = stage.attach_stage, stage.attach_ivar
         assert consumer is not None and at is not None
-        for reader in self.schedule._readers(stage):
-            if reader is not consumer and reader.attach is not AttachKind.INLINE:
-                raise ValueError(
-                    f"stage {stage.name} is computed at {consumer.name} but {reader.name} reads "
-                    "it too; compute it at root or cache it per reader"
-                )
-        position = next(k for k, iv in enumerate(consumer.leaf_iter_vars) if iv is at)
-        consumer_loops = self.loops[consumer]
-        relax = {
-            iv.var: (const(0), simplify(binary(BinaryOp.SUB, consumer_loops.leaf_extent(iv), 1)))
-            for iv in consumer.leaf_iter_vars[position + 1 :]
-        }
-        values = {iv.var: v for iv, v in self.root_values[consumer].items()}
         lows: list[list[Expr]] = [[] for _ in op.axis]
         highs: list[list[Expr]] = [[] for _ in op.axis]
         understood = [True for _ in op.axis]
-
-        def collect(node: object) -> None:
-            if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage:
-                for d, index in enumerate(node.indices):
+        relax_all: dict[Var, tuple[Expr, Expr]] = {}
+        for reader, reads in self._reads_of(stage):
+            relax = self._relaxed_inside(reader, consumer, at)
+            if relax is None:
+                raise ValueError(
+                    f"stage {stage.name} is computed at {consumer.name} but {reader.name} reads "
+                    f"it too outside that loop; compute it at root, cache it per reader or "
+                    f"compute {reader.name} inside loop {at.name} of {consumer.name}"
+                )
+            relax_all.update(relax)
+            values = {iv.var: v for iv, v in self.root_values[reader].items()}
+            for read in reads:
+                for d, index in enumerate(read.indices):
                     b = symbolic_bounds(simplify(substitute(index, values)), relax)
                     if b is None:
                         understood[d] = False
                     else:
                         lows[d].append(b[0])
                         highs[d].append(b[1])
-
-        for body in self.bodies[consumer]:
-            post_order_visit(body, collect)
         offsets, extents, loop_extents = [], [], []
         for d, iv in enumerate(op.axis):
             if not understood[d] or not lows[d]:
@@ -196,11 +189,57 @@ class LoopNestBuilder:
                 hi = binary(BinaryOp.MAX, hi, other_hi)
             lo, hi = simplify(lo, self.ranges), simplify(hi, self.ranges)
             extent = simplify(binary(BinaryOp.ADD, binary(BinaryOp.SUB, hi, lo), 1), self.ranges)
-            bound = upper_bound(extent, {**self.ranges, **self._relax_ranges(relax)})
+            bound = upper_bound(extent, {**self.ranges, **self._relax_ranges(relax_all)})
             offsets.append(lo)
             extents.append(extent)
             loop_extents.append(const(bound) if bound is not None else extent)
         return _Region(offsets, extents, loop_extents, attached=True)
+
+    def _reads_of(self, stage: Stage) -> list[tuple[Stage, list[TensorRead]]]:
+        """The stages with loops of their own that read `stage` (directly or through stages
+        inlined into them), each with its reads of it."""
+        found = []
+        for reader in self.compute_stages:
+            reads: list[TensorRead] = []
+            for body in self.bodies[reader]:
+                post_order_visit(body, lambda node, reads=reads: self._note_read(node, stage, reads))
+            if reads:
+                found.append((reader, reads))
+        return found
+
+    def _note_read(self, node: object, stage: Stage, reads: list[TensorRead]) -> None:
+        if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage:
+            reads.append(node)
+
+    def _relaxed_inside(self, reader: Stage, consumer: Stage,
+                        at: IterVar) -> dict[Var, tuple[Expr, Expr]] | None:
+        """The loops to relax over for the part of a producer that `reader` reads during one
+        iteration of loop `at` of `consumer`: every loop below `at` around the reads, i.e. the
+        loops of `consumer` inside `at` and, when `reader` is computed inside that loop (at any
+        depth of compute_at), all loops of the stages in between and of `reader` itself. None
+        when `reader` runs outside that loop."""
+        relax: dict[Var, tuple[Expr, Expr]] = {}
+        stage = reader
+        while stage is not consumer:
+            if stage.attach is not AttachKind.SCOPE:
+                return None
+            relax.update(self._loop_ranges(stage, stage.leaf_iter_vars))
+            parent = stage.attach_stage
+            assert parent is not None and stage.attach_ivar is not None
+            if parent is consumer:
+                leaves = consumer.leaf_iter_vars
+                if leaves.index(stage.attach_ivar) < leaves.index(at):
+                    return None
+            stage = parent
+        position = consumer.leaf_iter_vars.index(at)
+        relax.update(self._loop_ranges(consumer, consumer.leaf_iter_vars[position + 1 :]))
+        return relax
+
+    def _loop_ranges(self, stage: Stage,
+                     leaves: Sequence[IterVar]) -> dict[Var, tuple[Expr, Expr]]:
+        loops = self.loops[stage]
+        return {iv.var: (const(0), simplify(binary(BinaryOp.SUB, loops.leaf_extent(iv), 1)))
+                for iv in leaves}
 
     def _relax_ranges(self, relax: dict[Var, tuple[Expr, Expr]]) -> dict[Var, tuple[float, float]]:
         out = {}
