@@ -22,10 +22,14 @@ def test_default_schedule():
 
 
 def test_non_dividing_split_has_guard_free_main_loop_and_tail():
+    """The guard of the last, partial block is decided by the inner loop: unrolled, the block
+    runs in a main loop and a tail of its own; serial, its loop stops at the edge."""
     A, B = elementwise()
     s = tl.create_schedule(B.op)
     xo, xi = s[B].split(B.op.axis[0], factor=4)
     s[B].parallel(xo)
+    assert lowered(s, [A, B], "split_edge") == SPLIT_EDGE
+    s[B].unroll(xi)
     assert lowered(s, [A, B], "split_tail") == SPLIT_TAIL
 
 
@@ -64,15 +68,28 @@ def scale(A: float32[10, 6], B: float32[10, 6]):
         for j in range(6):
             B[i * 6 + j] = A[i * 6 + j] * 2.0"""
 
+SPLIT_EDGE = """\
+def split_edge(A: float32[10, 6], B: float32[10, 6]):
+    for i.outer in range(3):  # parallel
+        for i.inner in range(min(4, 10 - i.outer * 4)):
+            for j in range(6):
+                B[i.outer * 24 + i.inner * 6 + j] = A[i.outer * 24 + i.inner * 6 + j] * 2.0"""
+
 SPLIT_TAIL = """\
 def split_tail(A: float32[10, 6], B: float32[10, 6]):
     for i.outer in range(2):  # parallel
-        for i.inner in range(4):
-            for j in range(6):
-                B[i.outer * 24 + i.inner * 6 + j] = A[i.outer * 24 + i.inner * 6 + j] * 2.0
-    for i.inner in range(2):
         for j in range(6):
-            B[i.inner * 6 + j + 48] = A[i.inner * 6 + j + 48] * 2.0"""
+            B[i.outer * 24 + j] = A[i.outer * 24 + j] * 2.0
+        for j in range(6):
+            B[i.outer * 24 + j + 6] = A[i.outer * 24 + j + 6] * 2.0
+        for j in range(6):
+            B[i.outer * 24 + j + 12] = A[i.outer * 24 + j + 12] * 2.0
+        for j in range(6):
+            B[i.outer * 24 + j + 18] = A[i.outer * 24 + j + 18] * 2.0
+    for j in range(6):
+        B[j + 48] = A[j + 48] * 2.0
+    for j in range(6):
+        B[j + 54] = A[j + 54] * 2.0"""
 
 ROWSUM = """\
 def rowsum(A: float32[16, 8], R: float32[16]):

@@ -358,6 +358,33 @@ def test_compute_at_a_loop_outside_which_its_reader_runs_is_rejected():
         tl.lower(s, [A, C])
 
 
+@pytest.mark.parametrize("body", ["padded", "direct", "divide"])
+def test_a_block_computes_past_the_edge_only_where_that_is_safe(body):
+    """C is computed per block of 4 rows of D (10 rows: the last block is partial). Reading a
+    padded copy P (12 rows), C fills its whole block, unguarded: the same code for every block,
+    and only D's own loop stops at the edge. Reading A (10 rows) directly, or dividing by P's
+    zero padding, C keeps its guard: the last block stops at the edge too."""
+    A = tl.placeholder((10, 8), "int32", name="A")
+    zero = tl.const(0, "int32")
+    P = tl.compute((12, 8), lambda i, j: tl.if_then_else(i < 10, A[i, j], zero), name="P")
+    reads = {"padded": lambda i, j: P[i, j] * 2, "direct": lambda i, j: A[i, j] * 2,
+             "divide": lambda i, j: A[i, j] // P[i, j]}
+    C = tl.compute((10, 8), reads[body], name="C")
+    D = tl.compute((10, 8), lambda i, j: C[i, j] + 1, name="D")
+    s = tl.create_schedule(D.op)
+    io, _ = s[D].split(D.op.axis[0], factor=4)
+    s[C].compute_at(s[D], io)
+    lowered = str(tl.lower(s, [A, D]))
+    edge = "range(min(4, 10 - i.outer * 4))"
+    assert lowered.count(edge) == (1 if body == "padded" else 2)
+    assert "if " not in lowered  # the edge is in the loop bounds, not in a guard per point
+    a = np.arange(1, 81, dtype="int32").reshape(10, 8)
+    d = np.zeros((10, 8), "int32")
+    tl.build(s, [A, D])(a, d)
+    expected = {"padded": a * 2, "direct": a * 2, "divide": a // a}[body] + 1
+    np.testing.assert_array_equal(d, expected)
+
+
 @pytest.mark.parametrize("order", ["split_after", "fuse_after"])
 def test_attachment_follows_split_and_fuse_of_its_loop(order, rng):
     A, B, C = gemm(20, 40, 9)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..arith import INF, prove, simplify, symbolic_bounds, upper_bound
 from ..dtype import HANDLE
 from ..expr import (
+    Binary,
     BinaryOp,
     Const,
     Expr,
@@ -67,6 +68,9 @@ _FOR_KIND = {
 }
 
 
+_DIVISIONS = (BinaryOp.DIV, BinaryOp.FLOORDIV, BinaryOp.FLOORMOD)
+
+
 @dataclass
 class _Region:
     """Per data axis of a stage: where its buffer starts in tensor coordinates, how many points
@@ -116,6 +120,7 @@ class LoopNestBuilder:
         self.root_values: dict[Stage, dict[IterVar, Expr]] = {}
         self.ranges: dict[Var, tuple[float, float]] = {}
         self.attached: dict[IterVar, list[Stage]] = {}
+        self._past_edges: dict[Stage, bool] = {}
         self.compute_stages = [
             s
             for s in schedule.stages
@@ -296,7 +301,7 @@ class LoopNestBuilder:
             exact_extent, loop_extent = region.extents[d], region.loop_extents[d]
             if not (loops.exact[iv] and loop_extent is exact_extent):
                 need(rel < exact_extent)
-            if region.attached:
+            if region.attached and not self._computes_past_edges(stage):
                 absolute = self.root_values[stage][iv]
                 need(absolute >= 0)
                 need(absolute < iv.dom.extent)
@@ -305,6 +310,42 @@ class LoopNestBuilder:
                 if not loops.exact[iv]:
                     need(simplify(loops.relative_values[iv]) < iv.dom.extent)
         return conditions
+
+    def _computes_past_edges(self, stage: Stage) -> bool:
+        """Whether a stage computed at a loop may fill its whole allocation, also the points
+        past the edges of its tensor, instead of guarding each point against them.
+
+        Its readers read only points inside the tensor, so values past its edges are never
+        used; filling them is safe when every read of its body stays inside its buffer at every
+        point of the allocation and nothing in the body can trap (an integer division by a
+        variable). Without the guard a partial last block runs the same code as the others: a
+        register block over a padded row panel needs no copy of its own for the last rows,
+        which was the larger part of a register-blocked GEMM's code."""
+        if stage not in self._past_edges:
+            self._past_edges[stage] = self._body_stays_inside(stage)
+        return self._past_edges[stage]
+
+    def _body_stays_inside(self, stage: Stage) -> bool:
+        values = {iv.var: v for iv, v in self.root_values[stage].items()}
+        safe = True
+
+        def check(node: object) -> None:
+            nonlocal safe
+            if isinstance(node, ProducerLoad):
+                for index, dim in zip(node.indices, node.buffer.shape):
+                    if prove(index >= 0, self.ranges) is not True or prove(
+                        index < dim, self.ranges
+                    ) is not True:
+                        safe = False
+            elif (isinstance(node, Binary) and node.dtype.is_integer
+                  and node.op in _DIVISIONS and not isinstance(node.b, Const)):
+                safe = False
+
+        for value in self.bodies[stage]:
+            parts = [*value.source, value.condition] if isinstance(value, Reduce) else [value]
+            for part in parts:
+                post_order_visit(self._rewrite_reads(substitute(part, values)), check)
+        return safe
 
     @staticmethod
     def _guarded(stmt: Stmt, conditions: list[Expr]) -> Stmt:

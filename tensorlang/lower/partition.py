@@ -36,15 +36,27 @@ def _as_negative(atom: Expr) -> Expr | None:
 
 
 class _InnerLoops(Visitor):
-    """Collects the loops inside a statement with their extents (to relax their variables)."""
+    """Collects the loops inside a statement with their extents (to relax their variables) and
+    the variables of those that are serial (which this pass may split themselves)."""
 
     def __init__(self) -> None:
         self.relax: dict[Var, tuple[Expr, Expr]] = {}
+        self.serial: set[Var] = set()
 
     def visit_For(self, node: For) -> None:
         hi = simplify(binary(BinaryOp.SUB, binary(BinaryOp.ADD, node.min, node.extent), 1))
         self.relax[node.var] = (node.min, hi)
+        if node.kind is ForKind.SERIAL:
+            self.serial.add(node.var)
         self.visit(node.body)
+
+
+def _decided_further_in(neg: Expr, inner: _InnerLoops) -> bool:
+    """Whether a guard that also depends on inner loops depends only on serial ones: splitting
+    the innermost of them removes the guard just as well, copying only that loop's body instead
+    of this loop's (a register block's write-back loop, not the block's whole computation)."""
+    mentioned = [v for v in inner.relax if uses_var(neg, {v})]
+    return bool(mentioned) and all(v in inner.serial for v in mentioned)
 
 
 class _LikelyGuards(Visitor):
@@ -124,7 +136,7 @@ class _Partitioner(Mutator):
         for guard in finder.guards:
             for atom in _atoms(guard.cond):
                 neg = _as_negative(atom)
-                if neg is None or not uses_var(neg, {node.var}):
+                if neg is None or not uses_var(neg, {node.var}) or _decided_further_in(neg, inner):
                     continue
                 split = _linear_split(neg, node.var, inner.relax)
                 if split is None:
