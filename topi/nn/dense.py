@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import tensorlang as tl
-from tensorlang.expr import Expr
+from tensorlang.arith import const_value
+from tensorlang.expr import Expr, TensorRead, Var
+from tensorlang.visitor import nodes_below, substitute
 
 from .elemwise import BROADCAST, broadcast_shape
 from .utils import (
@@ -35,10 +37,17 @@ def pack_panels(
     batch: Sequence, n: object, k: object, read: Callable[..., Expr], dtype: str, name: str,
     width: int, tag: str = "injective,panel_pack",
 ) -> tl.Tensor:
-    """(*batch, ceil(n/w), k, w) with packed[..., jo, kk, ji] = read(*b, jo * w + ji, kk),
-    zero past n. Column panels (the default `tag`) are one vector of the product's
-    accumulation dtype wide, so that one panel row is one accumulator's worth of columns; row
-    panels ("injective,row_pack") are one register block high."""
+    """(*batch, ceil(n/w), k, w) with packed[..., jo, kk, ji] = read(*b, jo * w + ji, kk).
+    Column panels (the default `tag`) are one vector of the product's accumulation dtype wide,
+    so that one panel row is one accumulator's worth of columns; row panels
+    ("injective,row_pack") are one register block high.
+
+    Past n, a partial last panel holds values that no result reads (an output row or column
+    reads only its own row or column of a panel), so they only have to be safe to compute
+    with: zeros where a panel row copies a run of the source (one masked vector load), else
+    copies of the last row or column (a clamped index, which costs the element-wise copy
+    nothing, where a select per element made LLVM keep a copy of the loop per pattern of
+    selects: the larger part of a GEMM's compile time)."""
     static_n = static_dim(n)
     blocks = (n + width - 1) // width  # type: ignore[operator]
     zero = tl.const(0, dtype)
@@ -48,9 +57,21 @@ def pack_panels(
         *b, jo, kk, ji = index
         j = jo * width + ji
         value = read(*b, j, kk)
-        return tl.if_then_else(j < n, value, zero) if guard else value
+        if not guard:
+            return value
+        if reads_a_run(value, ji):
+            return tl.if_then_else(j < n, value, zero)
+        return read(*b, tl.minimum(j, n - 1), kk)  # type: ignore[operator]
 
     return tl.compute((*batch, blocks, k, width), f, name=name, tag=tag)
+
+
+def reads_a_run(value: Expr, lane: Var) -> bool:
+    """Whether consecutive values of `lane` read consecutive elements of the source: the
+    innermost index of the first tensor read in `value` steps by one with `lane`."""
+    read = next(node for node in nodes_below(value) if isinstance(node, TensorRead))
+    last = read.indices[-1]
+    return const_value(substitute(last, {lane: lane + 1}) - last) == 1
 
 
 def _panel_read(packed: tl.Tensor, *b: Expr, j: Expr, kk: Expr) -> Expr:

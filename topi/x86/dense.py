@@ -20,11 +20,8 @@ from collections.abc import Sequence
 
 import autotune
 import tensorlang as tl
-from tensorlang.arith import const_value
-from tensorlang.expr import TensorRead
-from tensorlang.visitor import nodes_below, substitute
 
-from ..nn.dense import batch_matmul, dense, matmul
+from ..nn.dense import batch_matmul, dense, matmul, reads_a_run
 from ..nn.utils import pack_height
 from .common import (
     accumulator_budget,
@@ -173,12 +170,8 @@ def _schedule_pack(s: tl.Schedule, packed: tl.Tensor) -> None:
 
 
 def _copies_a_run(packed: tl.Tensor) -> bool:
-    """Whether consecutive elements of a panel row read consecutive elements of the source
-    (its innermost index steps by one with the panel's innermost axis)."""
-    lane = packed.op.axis[-1].var
-    read = next(n for n in nodes_below(packed.op.body[0]) if isinstance(n, TensorRead))
-    last = read.indices[-1]
-    return const_value(substitute(last, {lane: lane + 1}) - last) == 1
+    """Whether consecutive elements of a panel row read consecutive elements of the source."""
+    return reads_a_run(packed.op.body[0], packed.op.axis[-1].var)
 
 
 def schedule_gemv_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor,
