@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -178,6 +179,34 @@ def test_same_ir_is_compiled_once() -> None:
     m1 = build_module(_scaled_add("cached"))
     m2 = build_module(_scaled_add("cached"))
     assert m1._keepalive is m2._keepalive
+
+
+def test_a_dropped_kernel_leaves_the_compiler_working() -> None:
+    """A compiled kernel that nobody keeps (here: evicted from the cache, as a compile that
+    loses the race for it is) frees its code, and nothing the next compile needs; run in a
+    process of its own, since a crash there would be a segfault."""
+    script = """
+import gc
+import numpy as np
+import tensorlang as tl
+from tensorlang.runtime import jit
+
+def kernel(scale):
+    A = tl.placeholder((64,), "float32", name="A")
+    B = tl.compute((64,), lambda i: A[i] * scale, name="B")
+    return tl.build(tl.create_schedule(B.op), [A, B])
+
+kernel(2.0)
+jit._CACHE.clear()
+gc.collect()
+for scale in (3.0, 4.0):
+    a, b = np.ones(64, "float32"), np.zeros(64, "float32")
+    kernel(scale)(a, b)
+    assert (b == scale).all()
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 def test_target_parsing() -> None:

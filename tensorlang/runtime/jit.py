@@ -84,7 +84,10 @@ def compile_ir(ll: str, name: str, target: Target) -> JitFunction:
     except RuntimeError as exc:
         raise RuntimeError(f"LLVM rejected the code generated for {name}: {exc}") from exc
     t1 = time.perf_counter()
-    engine = llvm.create_mcjit_compiler(mod, target.target_machine())
+    # The engine owns (and frees) its TargetMachine: a kernel that is dropped (a compile of the
+    # same kernel that lost the race for the cache) must not free the cached one.
+    engine = llvm.create_mcjit_compiler(mod, _fresh_target_machine(target.mcpu, target.features,
+                                                                   False))
     engine.finalize_object()
     t2 = time.perf_counter()
     jf = JitFunction(
@@ -127,8 +130,8 @@ def link_object(code: bytes, name: str, target: Target) -> tuple[int, int, llvm.
     native()  # the runtime's and libm's symbols must be registered before linking, and
     _libmvec()  # libmvec loaded: the code may call it (codegen loads it only where it runs)
     # The engine owns (and frees) its TargetMachine, so it gets a fresh one, not the cached one.
-    machine = _fresh_target_machine(target.mcpu, target.features, False)
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _fresh_target_machine(
+        target.mcpu, target.features, False))
     engine.add_object_file(llvm.ObjectFileRef.from_data(code))
     engine.finalize_object()
     return (engine.get_function_address(name), engine.get_function_address(f"{name}_packed"),
