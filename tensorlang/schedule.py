@@ -373,7 +373,8 @@ class Stage:
 
     def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside loop `axis` of `parent`, only the part that one iteration
-        of that loop needs."""
+        of that loop needs. `parent` reads it, directly or through inlined stages, or runs its
+        readers inside that loop (they are computed at `axis` or deeper: lowering checks)."""
         self._require_compute("compute_at")
         if not isinstance(parent, Stage):
             raise TypeError(f"compute_at on stage {self.name}: parent must be a Stage (s[T])")
