@@ -33,6 +33,16 @@ def test_non_dividing_split_has_guard_free_main_loop_and_tail():
     assert lowered(s, [A, B], "split_tail") == SPLIT_TAIL
 
 
+def test_guard_that_the_inner_loop_cannot_split_is_split_at_the_outer_loop():
+    """Rows and columns fused: the guard is not linear in the fused loop, so the row blocks are
+    split instead, the full ones unguarded."""
+    A, B = elementwise()
+    s = tl.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].fuse(xi, B.op.axis[1])
+    assert lowered(s, [A, B], "fused_tail") == FUSED_TAIL
+
+
 def test_reduction_init_before_first_reduction_loop():
     A = tl.placeholder((16, 8), "float32", name="A")
     k = tl.reduce_axis((0, 8), name="k")
@@ -90,6 +100,15 @@ def split_tail(A: float32[10, 6], B: float32[10, 6]):
         B[j + 48] = A[j + 48] * 2.0
     for j in range(6):
         B[j + 54] = A[j + 54] * 2.0"""
+
+FUSED_TAIL = """\
+def fused_tail(A: float32[10, 6], B: float32[10, 6]):
+    for i.outer in range(2):
+        for i.inner.j.fused in range(24):
+            B[i.outer * 24 + i.inner.j.fused] = A[i.outer * 24 + i.inner.j.fused] * 2.0
+    for i.inner.j.fused in range(24):
+        if i.inner.j.fused // 6 + 8 < 10:  # likely
+            B[i.inner.j.fused + 48] = A[i.inner.j.fused + 48] * 2.0"""
 
 ROWSUM = """\
 def rowsum(A: float32[16, 8], R: float32[16]):

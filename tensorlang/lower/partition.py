@@ -52,11 +52,14 @@ class _InnerLoops(Visitor):
 
 
 def _decided_further_in(neg: Expr, inner: _InnerLoops) -> bool:
-    """Whether a guard that also depends on inner loops depends only on serial ones: splitting
-    the innermost of them removes the guard just as well, copying only that loop's body instead
-    of this loop's (a register block's write-back loop, not the block's whole computation)."""
+    """Whether a guard that also depends on inner loops depends only on serial ones, linearly:
+    splitting the innermost of them removes the guard just as well, copying only that loop's
+    body instead of this loop's (a register block's write-back loop, not the block's whole
+    computation)."""
     mentioned = [v for v in inner.relax if uses_var(neg, {v})]
-    return bool(mentioned) and all(v in inner.serial for v in mentioned)
+    return bool(mentioned) and all(
+        v in inner.serial and _linear_split(neg, v, inner.relax) is not None for v in mentioned
+    )
 
 
 class _LikelyGuards(Visitor):
