@@ -54,7 +54,7 @@ from ..visitor import (
     Mutator,
     contains,
     free_vars,
-    post_order_visit,
+    nodes_below,
     substitute,
     uses_var,
 )
@@ -205,16 +205,11 @@ class LoopNestBuilder:
         inlined into them), each with its reads of it."""
         found = []
         for reader in self.compute_stages:
-            reads: list[TensorRead] = []
-            for body in self.bodies[reader]:
-                post_order_visit(body, lambda node, reads=reads: self._note_read(node, stage, reads))
+            reads = [node for body in self.bodies[reader] for node in nodes_below(body)
+                     if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage]
             if reads:
                 found.append((reader, reads))
         return found
-
-    def _note_read(self, node: object, stage: Stage, reads: list[TensorRead]) -> None:
-        if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage:
-            reads.append(node)
 
     def _relaxed_inside(self, reader: Stage, consumer: Stage,
                         at: IterVar) -> dict[Var, tuple[Expr, Expr]] | None:
@@ -327,25 +322,17 @@ class LoopNestBuilder:
 
     def _body_stays_inside(self, stage: Stage) -> bool:
         values = {iv.var: v for iv, v in self.root_values[stage].items()}
-        safe = True
+        parts = [part for value in self.bodies[stage] for part in (
+            [*value.source, value.condition] if isinstance(value, Reduce) else [value])]
+        return all(self._safe_past_edges(node) for part in parts
+                   for node in nodes_below(self._rewrite_reads(substitute(part, values))))
 
-        def check(node: object) -> None:
-            nonlocal safe
-            if isinstance(node, ProducerLoad):
-                for index, dim in zip(node.indices, node.buffer.shape):
-                    if prove(index >= 0, self.ranges) is not True or prove(
-                        index < dim, self.ranges
-                    ) is not True:
-                        safe = False
-            elif (isinstance(node, Binary) and node.dtype.is_integer
-                  and node.op in _DIVISIONS and not isinstance(node.b, Const)):
-                safe = False
-
-        for value in self.bodies[stage]:
-            parts = [*value.source, value.condition] if isinstance(value, Reduce) else [value]
-            for part in parts:
-                post_order_visit(self._rewrite_reads(substitute(part, values)), check)
-        return safe
+    def _safe_past_edges(self, node: object) -> bool:
+        if isinstance(node, ProducerLoad):
+            return all(prove(index >= 0, self.ranges) is True and prove(index < dim, self.ranges)
+                       is True for index, dim in zip(node.indices, node.buffer.shape))
+        return not (isinstance(node, Binary) and node.dtype.is_integer
+                    and node.op in _DIVISIONS and not isinstance(node.b, Const))
 
     @staticmethod
     def _guarded(stmt: Stmt, conditions: list[Expr]) -> Stmt:

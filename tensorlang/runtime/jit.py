@@ -63,6 +63,14 @@ def parse_and_optimize(ll: str, target: Target, pic: bool = False) -> llvm.Modul
     return mod
 
 
+def _engine(mod: llvm.ModuleRef, target: Target) -> llvm.ExecutionEngine:
+    """An MCJIT engine for `mod`. The engine owns (and frees) its TargetMachine, so it gets a
+    fresh one: a kernel that is dropped (a compile of the same kernel that lost the race for
+    the cache) must not free the cached machine that every later compile uses."""
+    return llvm.create_mcjit_compiler(mod, _fresh_target_machine(target.mcpu, target.features,
+                                                                 False))
+
+
 def compile_ir(ll: str, name: str, target: Target) -> JitFunction:
     """Compile LLVM IR text holding `name` and `name_packed` to machine code (cached).
 
@@ -84,10 +92,7 @@ def compile_ir(ll: str, name: str, target: Target) -> JitFunction:
     except RuntimeError as exc:
         raise RuntimeError(f"LLVM rejected the code generated for {name}: {exc}") from exc
     t1 = time.perf_counter()
-    # The engine owns (and frees) its TargetMachine: a kernel that is dropped (a compile of the
-    # same kernel that lost the race for the cache) must not free the cached one.
-    engine = llvm.create_mcjit_compiler(mod, _fresh_target_machine(target.mcpu, target.features,
-                                                                   False))
+    engine = _engine(mod, target)
     engine.finalize_object()
     t2 = time.perf_counter()
     jf = JitFunction(
@@ -129,9 +134,7 @@ def link_object(code: bytes, name: str, target: Target) -> tuple[int, int, llvm.
     `name_packed`, and the engine that keeps the code alive (the code is freed with it)."""
     native()  # the runtime's and libm's symbols must be registered before linking, and
     _libmvec()  # libmvec loaded: the code may call it (codegen loads it only where it runs)
-    # The engine owns (and frees) its TargetMachine, so it gets a fresh one, not the cached one.
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _fresh_target_machine(
-        target.mcpu, target.features, False))
+    engine = _engine(llvm.parse_assembly(""), target)
     engine.add_object_file(llvm.ObjectFileRef.from_data(code))
     engine.finalize_object()
     return (engine.get_function_address(name), engine.get_function_address(f"{name}_packed"),

