@@ -28,5 +28,7 @@ setup(
         "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
         "torch": ["torch==2.13.0"],
         "plot": ["matplotlib>=3.6"],
+        # benchmarks/: the reference libraries, and which OpenBLAS kernel numpy runs.
+        "bench": ["threadpoolctl>=3", "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0"],
     },
 )
