@@ -108,7 +108,8 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
     At the end of a run that measured anything, the fallback config, the previous verdict's
     winner and the `remeasure_top` fastest trials are re-measured side by side,
     `remeasure_rounds` times each, round-robin; the lowest median of the per-round time ratios
-    to the fallback is the best, and the verdict goes to the log, where `apply_history_best`,
+    to the fallback is the best if it beats the fallback by `REMEASURE_MARGIN` (1%), else the
+    fallback stays (see `Verdict`), and the verdict goes to the log, where `apply_history_best`,
     `best_records`, `merge` and a resumed run find it (`Tuner.remeasure`). It costs
     `remeasure_rounds` timings of a few configs, a few seconds, and counts no trials.
 

@@ -116,7 +116,7 @@ def run_target(name: str, trials: int, only: str, rounds: int, log_dir: Path) ->
 
 
 def _mark(ratio: float, bar: float) -> str:
-    return f"x{ratio:4.2f} {'ok ' if ratio >= bar else 'LOW'}"
+    return f"x{ratio:5.3f} {'ok ' if ratio >= bar else 'LOW'}"
 
 
 def _format(row: dict) -> str:
@@ -125,18 +125,18 @@ def _format(row: dict) -> str:
     for mode, bar in (("fallback", fallback_bar), ("tuned", tuned_bar)):
         m = row.get(mode)
         if m is None:
-            cells.append(f"{'-':>34}")
+            cells.append(f"{'-':>35}")
         else:
             cells.append(f"{m['gflops']:6.1f} vs {m['ref_gflops']:6.1f} GFLOP/s "
                          f"{_mark(m['ratio'], bar)}")
     if "tuned_vs_fallback" in row:
-        cells.append(f"x{row['tuned_vs_fallback']:4.2f}")
+        cells.append(f"x{row['tuned_vs_fallback']:5.3f}")
     return " | ".join(cells)
 
 
 def _header() -> str:
-    return (f"{'target':<8} | {'workload':<30} | {'ref':<5} | {'fallback: ours vs ref, ratio':<34}"
-            f" | {'tuned: ours vs ref, ratio':<34} | tuned vs fallback")
+    return (f"{'target':<8} | {'workload':<30} | {'ref':<5} | {'fallback: ours vs ref, ratio':<35}"
+            f" | {'tuned: ours vs ref, ratio':<35} | tuned vs fallback")
 
 
 def _child_env(name: str) -> dict[str, str]:

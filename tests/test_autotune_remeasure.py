@@ -19,7 +19,7 @@ import tensorlang as tl
 from autotune.record import merge
 from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.tuner import GridSearchTuner, XGBTuner
-from autotune.tuner.base import Verdict
+from autotune.tuner.base import REMEASURE_MARGIN, Verdict
 
 N = 60  # not a power of two: its splits are 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60
 
@@ -224,6 +224,34 @@ def test_the_verdict_compares_rounds_pairwise_and_a_failed_round_disqualifies(
     without = Verdict.judge(inputs[:3], [[timeout] + ok(1.0), ok(2.0, 2.0), ok(1.0, 3.0)])
     assert without.ratios[1:] == [1.0, 1.0] and without.chosen == 1
     assert Verdict.judge(inputs[:1], [[timeout]]) is None
+
+
+def test_the_verdict_keeps_the_fallback_unless_beaten_by_the_margin(
+        task: autotune.Task) -> None:
+    inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(3)]
+
+    def rounds(*costs: float) -> list[MeasureResult]:
+        return [MeasureResult((c,), MeasureErrorNo.NO_ERROR) for c in costs]
+
+    fallback = rounds(1.0, 1.0, 1.0)
+    below_margin = 1.0 - REMEASURE_MARGIN / 2  # faster in every round, but within the noise
+    tied = Verdict.judge(inputs[:2], [fallback, rounds(*[below_margin] * 3)])
+    assert tied.chosen == 0 and tied.ratios[1] == pytest.approx(below_margin)
+    beaten = 1.0 - 2 * REMEASURE_MARGIN
+    verdict = Verdict.judge(inputs, [fallback, rounds(*[below_margin] * 3),
+                                     rounds(*[beaten] * 3)])
+    assert verdict.chosen == 2 and verdict.best[1].costs == (pytest.approx(beaten),)
+
+
+def test_a_verdict_round_takes_the_fastest_repeat(task: autotune.Task) -> None:
+    inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(2)]
+    ok = MeasureErrorNo.NO_ERROR
+    # The contender's every round had one repeat hit by a burst of load (5x): its mean would
+    # lose to the fallback in every round, its fastest repeat wins each one by 10%.
+    verdict = Verdict.judge(inputs, [[MeasureResult((1.0, 1.0, 1.0), ok)] * 3,
+                                     [MeasureResult((0.9, 4.5, 0.9), ok)] * 3])
+    assert verdict.rounds[1] == [0.9, 0.9, 0.9]
+    assert verdict.chosen == 1 and verdict.ratios[1] == pytest.approx(0.9)
 
 
 def test_bad_re_measurement_settings_are_rejected(task: autotune.Task) -> None:

@@ -68,6 +68,12 @@ class _FunctionMeasurer:
 #: fallback and the previous verdict's winner), and the rounds each is timed.
 REMEASURE_TOP = 3
 REMEASURE_ROUNDS = 5
+#: How much faster than the reference (the fallback) a contender must be, as the median of its
+#: per-round time ratios, to replace it. Configs within a percent of each other trade places
+#: from one timing to the next on a shared machine; without the margin, a verdict picked a
+#: config 2.6% slower than the fallback with a median ratio of 0.999 (AVX2 dense 1024^3, a
+#: burst of load in two of five rounds), and the tuned kernel then ran 0.94x the fallback.
+REMEASURE_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -79,17 +85,22 @@ class Verdict:
     the same round (the reference: the first contender that ran every round, the fallback when
     it did), as `tensorlang.benchmark.compare` judges two kernels. A drift of the load between
     rounds then cancels out, where medians of absolute times would compare different loads.
+    A contender's time in a round is the fastest of its repeats there: a burst of load shorter
+    than a round slows some repeats, never the kernel. The reference keeps its place unless a
+    contender beats it by `REMEASURE_MARGIN`, so a run ends on the fallback rather than on a
+    config that only tied with it.
 
     Attributes:
         inputs: the contenders: the fallback (when measured), the previous verdict's winner
             (after a resume) and the best configs by their one-shot timing.
-        rounds: per contender, the cost of each round in seconds (inf for a failed round).
+        rounds: per contender, the cost of each round in seconds: its fastest repeat (inf
+            for a failed round).
         results: per contender, a result whose one cost is the median of its rounds, or its
             first error when a round failed (a contender that fails a round cannot win).
         ratios: per contender, the median of its per-round time ratios to the reference (1 for
             the reference, inf for a contender that failed a round).
-        chosen: the position of the winner, the lowest ratio (ties go to the earlier
-            contender: the fallback first).
+        chosen: the position of the winner: the lowest ratio at or below 1 - margin, else
+            the reference (ties go to the earlier contender).
     """
 
     inputs: list[MeasureInput]
@@ -108,7 +119,7 @@ class Verdict:
               timings: Sequence[Sequence[MeasureResult]]) -> Verdict | None:
         """The verdict on `inputs` from their round results (`[input][round]`), or None when
         every contender failed a round."""
-        rounds = [[r.mean for r in per] for per in timings]
+        rounds = [[min(r.costs) if r.ok else float("inf") for r in per] for per in timings]
         results = []
         for per, costs in zip(timings, rounds):
             failed = next((r for r in per if not r.ok), None)
@@ -127,7 +138,8 @@ class Verdict:
         reference = rounds[ok[0]]
         ratios = [statistics.median(c / ref for c, ref in zip(costs, reference))
                   if results[k].ok else float("inf") for k, costs in enumerate(rounds)]
-        chosen = min(ok, key=lambda k: ratios[k])
+        faster = [k for k in ok[1:] if ratios[k] <= 1 - REMEASURE_MARGIN]
+        chosen = min(faster, key=lambda k: ratios[k]) if faster else ok[0]
         return cls(list(inputs), rounds, results, ratios, chosen)
 
 
@@ -303,7 +315,8 @@ class Tuner:
         log's best again (say on a quiet machine). The contenders are the fallback config, the
         previous verdict's winner and the `top` fastest other configs by their one-shot trial
         timing; each is timed `rounds` times, round-robin, and the lowest median ratio to the
-        fallback's time in the same round wins (the fallback on a tie; see `Verdict`). Nothing
+        fallback's time in the same round wins if it is `REMEASURE_MARGIN` below 1, else the
+        fallback stays (see `Verdict`). Nothing
         is re-measured with fewer than two contenders.
 
         Args:
