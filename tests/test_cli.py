@@ -48,6 +48,16 @@ def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def test_tune_says_when_the_best_config_is_the_fallback(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # One trial measures the fallback config alone, so the run ends on it.
+    code, out, err = run(capsys, "tune", *GEMM, "--trials", "1", "--log",
+                         str(tmp_path / "mm.jsonl"), "--rounds", "1", "--seed", "0")
+    assert code == 0, err
+    assert "(the fallback config; no other config beat it)" in out
+    assert "run the same kernel" in out
+
+
 def test_tune_writes_its_trials_and_compares_with_the_fallback_and_numpy(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     log = tmp_path / "mm.jsonl"

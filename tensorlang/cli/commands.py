@@ -175,7 +175,10 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
                                early_stopping=early_stopping, progress=not quiet)
     if result.config is None:
         raise click.ClickException(f"no config compiled and ran: see the errors in {log}")
-    click.echo(f"best config: {result.config}")
+    fallback_config = task.fallback_config()
+    kept = fallback_config is not None and result.config.index == fallback_config.index
+    click.echo(f"best config: {result.config}"
+               + (" (the fallback config; no other config beat it)" if kept else ""))
     click.echo(_tuned_speed(result))
     if not no_compare:
         if not quiet and sys.stderr.isatty():  # progress, like the tuning bar
@@ -188,7 +191,10 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
                    f"round{'s' if rounds > 1 else ''}):")
         click.echo(format_table(["kernel", "GFLOP/s", "tuned speed-up"], table, "lrr"))
         fallback = next(r for r in rows if r.name == "fallback")
-        if fallback.tuned_speedup is not None and fallback.tuned_speedup < 0.95:
+        if kept:
+            click.echo("(the tuned and fallback rows run the same kernel: their ratio is the "
+                       "timing noise of this machine)")
+        elif fallback.tuned_speedup is not None and fallback.tuned_speedup < 0.95:
             click.echo("note: the fallback config was faster here than the log's best (what "
                        "apply_history_best uses), although the tuner re-measured both side by "
                        "side: the machine's load changed; settle it again on a quiet machine "
