@@ -316,8 +316,7 @@ class Tuner:
         previous verdict's winner and the `top` fastest other configs by their one-shot trial
         timing; each is timed `rounds` times, round-robin, and the lowest median ratio to the
         fallback's time in the same round wins if it is `REMEASURE_MARGIN` below 1, else the
-        fallback stays (see `Verdict`). Nothing
-        is re-measured with fewer than two contenders.
+        fallback stays (see `Verdict`). Nothing is re-measured with fewer than two contenders.
 
         Args:
             measure_option: as for `tune`.
