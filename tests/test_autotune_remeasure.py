@@ -199,13 +199,14 @@ def test_re_measurements_are_no_training_points(task: autotune.Task, tmp_path: P
     assert [len(ys) for ys in other._transfer_ys] == [16]
 
 
+def ok(*costs: float) -> list[MeasureResult]:
+    """One successful round result per cost (one repeat each), as a verdict receives them."""
+    return [MeasureResult((c,), MeasureErrorNo.NO_ERROR) for c in costs]
+
+
 def test_the_verdict_compares_rounds_pairwise_and_a_failed_round_disqualifies(
         task: autotune.Task) -> None:
     inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(4)]
-
-    def ok(*costs: float) -> list[MeasureResult]:
-        return [MeasureResult((c,), MeasureErrorNo.NO_ERROR) for c in costs]
-
     timeout = MeasureResult((), MeasureErrorNo.RUN_TIMEOUT, "too slow")
     # The load rose in rounds 2 and 3 for everyone, and once more for the second contender
     # alone: 10% faster than the fallback in 4 rounds of 5, it wins, although the median of
@@ -229,27 +230,23 @@ def test_the_verdict_compares_rounds_pairwise_and_a_failed_round_disqualifies(
 def test_the_verdict_keeps_the_fallback_unless_beaten_by_the_margin(
         task: autotune.Task) -> None:
     inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(3)]
-
-    def rounds(*costs: float) -> list[MeasureResult]:
-        return [MeasureResult((c,), MeasureErrorNo.NO_ERROR) for c in costs]
-
-    fallback = rounds(1.0, 1.0, 1.0)
+    fallback = ok(1.0, 1.0, 1.0)
     below_margin = 1.0 - REMEASURE_MARGIN / 2  # faster in every round, but within the noise
-    tied = Verdict.judge(inputs[:2], [fallback, rounds(*[below_margin] * 3)])
+    tied = Verdict.judge(inputs[:2], [fallback, ok(*[below_margin] * 3)])
     assert tied.chosen == 0 and tied.ratios[1] == pytest.approx(below_margin)
     beaten = 1.0 - 2 * REMEASURE_MARGIN
-    verdict = Verdict.judge(inputs, [fallback, rounds(*[below_margin] * 3),
-                                     rounds(*[beaten] * 3)])
+    verdict = Verdict.judge(inputs, [fallback, ok(*[below_margin] * 3),
+                                     ok(*[beaten] * 3)])
     assert verdict.chosen == 2 and verdict.best[1].costs == (pytest.approx(beaten),)
 
 
 def test_a_verdict_round_takes_the_fastest_repeat(task: autotune.Task) -> None:
     inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(2)]
-    ok = MeasureErrorNo.NO_ERROR
+    done = MeasureErrorNo.NO_ERROR
     # The contender's every round had one repeat hit by a burst of load (5x): its mean would
     # lose to the fallback in every round, its fastest repeat wins each one by 10%.
-    verdict = Verdict.judge(inputs, [[MeasureResult((1.0, 1.0, 1.0), ok)] * 3,
-                                     [MeasureResult((0.9, 4.5, 0.9), ok)] * 3])
+    verdict = Verdict.judge(inputs, [[MeasureResult((1.0, 1.0, 1.0), done)] * 3,
+                                     [MeasureResult((0.9, 4.5, 0.9), done)] * 3])
     assert verdict.rounds[1] == [0.9, 0.9, 0.9]
     assert verdict.chosen == 1 and verdict.ratios[1] == pytest.approx(0.9)
 
