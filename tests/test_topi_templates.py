@@ -16,6 +16,7 @@ from autotune.record import encode
 from topi import nn, x86
 from topi import testing as ref
 from topi.x86 import conv2d as conv2d_x86
+from topi.x86.config import config_for
 
 CASES = {
     "conv2d_nchw.x86": (((1, 19, 9, 9), (20, 19, 3, 3), 1, 1, 1, "float32"),
@@ -122,21 +123,68 @@ def test_schedule_uses_tuned_config(tmp_path, rng):
     assert_close(result_array, ref.conv2d_nchw_python(a, b, 1, 1, 1), 19 * 9)
 
 
-def test_fallback_config_is_explicit():
+def _transposed_matmul_python(a, b, transpose_a, transpose_b):
+    return ref.matmul_python(np.swapaxes(a, -1, -2) if transpose_a else a,
+                             np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+GEMM_OPS = {  # op, its schedule, its template, operand shapes, the numpy result
+    "dense": (nn.dense, x86.schedule_dense, "dense.x86", ((13, 20), (17, 20)), ref.dense_python),
+    "matmul": (nn.matmul, x86.schedule_matmul, "matmul.x86", ((13, 20), (20, 17)),
+               ref.matmul_python),
+    "matmul transposed": (lambda a, b: nn.matmul(a, b, True, True), x86.schedule_matmul,
+                          "matmul.x86", ((20, 13), (17, 20)),
+                          lambda a, b: _transposed_matmul_python(a, b, True, True)),
+    "matmul batched": (nn.matmul, x86.schedule_matmul, "matmul.x86", ((3, 13, 20), (1, 20, 17)),
+                       ref.matmul_python),
+    "batch_matmul": (nn.batch_matmul, x86.schedule_batch_matmul, "batch_matmul.x86",
+                     ((2, 13, 20), (2, 17, 20)), ref.batch_matmul_python),
+}
+
+
+@pytest.mark.parametrize("op", sorted(GEMM_OPS))
+def test_a_gemm_op_finds_the_record_tuned_for_its_task(op, tmp_path, rng):
+    """The workload a GEMM op records is its task's arguments, so tuning the task tunes the op:
+    its schedule picks the tuned config (not the fallback) and computes the product."""
+    make, schedule, template, shapes, reference = GEMM_OPS[op]
+    inputs = [tl.placeholder(shape, name=f"in{k}") for k, shape in enumerate(shapes)]
+    out = make(*inputs)
+    task = autotune.create_task(template, out.op.attrs["workload"])
+    assert task.flop == 2 * np.prod(shape_of(out)) * 20
+    fallback = task.fallback_config()
+    config = next(task.config_space.get(int(i)) for i in task.config_space.valid_indices()
+                  if task.config_space.get(int(i)).to_json() != fallback.to_json())
+    log = tmp_path / "gemm.jsonl"
+    result = autotune.MeasureResult(costs=(1e-4,), error_no=autotune.MeasureErrorNo.NO_ERROR)
+    log.write_text(encode(autotune.MeasureInput(task, config), result) + "\n")
+    with autotune.apply_history_best(str(log)), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback here warns: the record was not found
+        assert config_for(template, out.op).to_json() == config.to_json()
+        f = tl.build(schedule(out), [*inputs, out])
+    arrays = [uniform(rng, *shape) for shape in shapes]
+    result_array = np.zeros(shape_of(out), "float32")
+    f(*arrays, result_array)
+    assert_close(result_array, reference(*arrays), 20)
+
+
+@pytest.mark.parametrize("mcpu, l1_channels", [("skylake-avx512", 8), ("icelake-server", 16)])
+def test_fallback_config_is_explicit(mcpu, l1_channels):
     """Without records the conv schedule uses the block and channel step its fallback helpers
-    derive from the target: on this AVX-512 host two vectors of output channels x one row of 14
-    columns (28 of the 29 accumulators), 8 input channels per step (1.2 KiB each of L1)."""
+    derive from the target: with AVX-512, two vectors of output channels x one row of 14
+    columns (28 of the 29 accumulators), and as many input channels per step as half of L1
+    holds at 1.2 KiB each: 8 in a 32 KiB L1, 16 in a 48 KiB one."""
+    target = f"llvm -mcpu={mcpu}"
     task = autotune.create_task("conv2d_nchw.x86", ((1, 32, 14, 14), (64, 32, 3, 3), 1, 1, 1,
-                                                    "float32"))
+                                                    "float32"), target=target)
     fallback = autotune.FallbackConfig()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), tl.Target(target):
         warnings.simplefilter("ignore")
-        task.template.run(fallback, task.args)
-    oc, rows, cols = conv2d_x86.fallback_block((14, 14), 64 // 16)
+        task.template.run(fallback, task.args, target)
+        oc, rows, cols = conv2d_x86.fallback_block((14, 14), 64 // 16)
+        tile_ic = conv2d_x86.fallback_tile_ic(32, 2 * 16, (1, 14), (3, 3, 1, 1))
     assert (fallback["tile_oc"].val, fallback["tile_oh"].size[-1],
             fallback["tile_ow"].size[-1]) == (oc, rows, cols) == (2, 1, 14)
-    assert fallback["tile_ic"].size[-1] == conv2d_x86.fallback_tile_ic(
-        32, 2 * 16, (1, 14), (3, 3, 1, 1)) == 8
+    assert fallback["tile_ic"].size[-1] == tile_ic == l1_channels
     assert fallback["unroll_kw"].val is False
     assert task.config_space.find(fallback.knob_values()) is not None
     assert topi.x86.schedule_conv2d_nchw is x86.schedule_conv2d_nchw

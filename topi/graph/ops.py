@@ -294,7 +294,7 @@ register_op("conv2d_nhwc", _conv(nn.conv2d_nhwc), x86.schedule_conv2d_nhwc, P.OU
 register_op("dense", _binary(nn.dense), x86.schedule_dense, P.OUT_FUSABLE,
             tasks={"dense": "dense.x86"}, reference=_binary(T.dense_python))
 register_op("matmul", _matmul(nn.matmul), x86.schedule_matmul, P.OUT_FUSABLE,
-            tasks={"matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"},
+            tasks={"matmul": "matmul.x86"},
             reference=_matmul(T.matmul_python))
 register_op("batch_matmul", _binary(nn.batch_matmul), x86.schedule_batch_matmul, P.OUT_FUSABLE,
             tasks={"batch_matmul": "batch_matmul.x86"}, reference=_binary(T.batch_matmul_python))

@@ -9,8 +9,10 @@ row (static), the left operand is read through row panels (..., M/h, K, h) likew
 (h = `pack_height`, the target's register block height): a block's rows then come as one
 contiguous stream instead of h rows K elements apart, which share the L1 sets of a cache when
 K * itemsize is a multiple of 4 KB. Schedules may inline either packing.
-The GEMM stage is tagged "dense", "matmul" or "batch_matmul"; a bias is a separate "broadcast"
-stage for the schedule to fuse. Ops record `attrs["workload"]` like the convolutions.
+The GEMM stage is tagged "dense", "matmul" or "batch_matmul" after the op that made it; a bias
+is a separate "broadcast" stage for the schedule to fuse. Ops record `attrs["workload"]` like the
+convolutions: the arguments of their tuning task ("dense.x86", "matmul.x86", "batch_matmul.x86"),
+so that a record tuned for the task is the one the op's schedule finds.
 """
 
 from __future__ import annotations
@@ -124,7 +126,9 @@ def matmul(
     Leading (batch) axes broadcast numpy-style; a 1-D `bias` of the output's last size is added.
 
     Returns:
-        The output; its product stage is tagged "matmul" (2-D) or "batch_matmul" (batched).
+        The output; its product stage is tagged "matmul", with the arguments of the
+        "matmul.x86" task as its workload: (a shape, b shape, dtype), and the two flags after
+        them when either is set.
     """
     check_tensor(a, "matmul: a")
     check_tensor(b, "matmul: b")
@@ -134,8 +138,9 @@ def matmul(
         if not isinstance(flag, bool):
             raise TypeError(f"matmul: {label} must be a bool, got {flag!r}")
     dtype = out_dtype or a.dtype
-    workload = _workload(_shape(a), _shape(b), transpose_a, transpose_b, dtype)
-    out = _product(a, b, transpose_a, transpose_b, dtype, workload)
+    flags = (transpose_a, transpose_b) if transpose_a or transpose_b else ()
+    workload = _workload(_shape(a), _shape(b), dtype, *flags)
+    out = _product(a, b, transpose_a, transpose_b, dtype, workload, tag="matmul")
     return _add_bias(out, bias, "matmul")
 
 
@@ -149,10 +154,9 @@ def _workload(*args: object) -> tuple | None:
 
 def _product(
     a: tl.Tensor, b: tl.Tensor, transpose_a: bool, transpose_b: bool, dtype: str,
-    workload: tuple | None, tag: str | None = None, pack_names: tuple[str, str] = ("a_pack", "b_pack"),
+    workload: tuple | None, tag: str, pack_names: tuple[str, str] = ("a_pack", "b_pack"),
 ) -> tl.Tensor:
-    """The product stage, tagged `tag` (by default "matmul" when 2-D, else "batch_matmul"),
-    reading both operands through their packed panels."""
+    """The product stage, tagged `tag`, reading both operands through their packed panels."""
     sa, sb = _shape(a), _shape(b)
     m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
     kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
@@ -174,7 +178,6 @@ def _product(
     )
     read_rows = _row_reader(batch, m, ka, read_a, a.dtype, pack_names[0])
     rk = tl.reduce_axis((0, ka), name="k")
-    tag = tag or ("matmul" if nb == 0 else "batch_matmul")
     return tl.compute(
         (*batch, m, n),
         lambda *idx: tl.sum(
@@ -227,4 +230,5 @@ def batch_matmul(x: tl.Tensor, y: tl.Tensor, out_dtype: str | None = None) -> tl
         raise ValueError(f"batch_matmul: batch sizes {bx} and {by} differ and neither is 1")
     check_same_dim(x.shape[2], y.shape[2], "batch_matmul: reduction sizes of x and y")
     dtype = out_dtype or x.dtype
-    return _product(x, y, False, True, dtype, _workload(_shape(x), _shape(y), dtype))
+    return _product(x, y, False, True, dtype, _workload(_shape(x), _shape(y), dtype),
+                    tag="batch_matmul")

@@ -227,12 +227,15 @@ def _template_result(cfg, out: tl.Tensor, inputs: list[tl.Tensor], flop: int) ->
 
 
 @autotune.template("matmul.x86")
-def matmul_template(cfg, a_shape, b_shape, dtype):
-    """Tunable 2-D matmul: args ((M, K), (K, N), dtype)."""
+def matmul_template(cfg, a_shape, b_shape, dtype, transpose_a=False, transpose_b=False):
+    """Tunable matmul: args ((..., M, K), (..., K, N), dtype), then the transpose flags of
+    `topi.nn.matmul` when either is set; the workload that op records."""
     a = tl.placeholder(a_shape, dtype, name="a")
     b = tl.placeholder(b_shape, dtype, name="b")
-    out = matmul(a, b, out_dtype=dtype)
-    return _template_result(cfg, out, [a, b], 2 * a_shape[0] * a_shape[1] * b_shape[1])
+    out = matmul(a, b, transpose_a, transpose_b, out_dtype=dtype)
+    k = a_shape[-2] if transpose_a else a_shape[-1]
+    points = math.prod(static_extent(axis) for axis in out.op.axis)
+    return _template_result(cfg, out, [a, b], 2 * points * k)
 
 
 @autotune.template("dense.x86")
