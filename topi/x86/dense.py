@@ -53,13 +53,14 @@ def fallback_block() -> tuple[int, int]:
     return pack_height(), 2 if tl.Target.current().vector_registers < 32 else 4
 
 
-def packs_rows_by_default() -> bool:
-    """Whether the fallback config reads the left operand through its row panels. Measured
-    side by side at 1024^3 (dense and matmul, 2 cores of a Zen 4, ten processes): the 6-row
-    AVX2 block ran 1.00-1.10x faster with them, about 1.05x typically (its rows, 4 KB apart,
-    share L1 sets), while the 4-row AVX-512 block ran 0.92-0.99x (the copy costs more than the
-    conflicts it removes)."""
-    return tl.Target.current().vector_registers < 32
+#: Whether the fallback config copies the left operand into its row panels: no, on every target.
+#: The copy paid only where a block's rows, 4 KB apart, shared L1 sets in an 8-way L1 (AVX2
+#: 6-row blocks at 1024^3 on a Zen 4: ~1.05x), and cost elsewhere, side by side on an Intel
+#: Xeon with a 12-way L1 (no copy vs copy): -mcpu=haswell 1.09x at 1024^3, 1.12x at
+#: 1000x1000x1024, 1.43x at N = 64, 1.31x at 256x4096x256; the host (AVX-512) 1.04-2.15x. It
+#: is also the dearest function of the module to compile (a fifth of the AVX2 GEMM's compile
+#: time). The `pack_rows` knob lets the tuner copy where a machine gains.
+PACK_ROWS_BY_DEFAULT = False
 
 
 def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int,
@@ -82,7 +83,7 @@ def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int,
         # slower with AVX2's 12 accumulators.
         cfg.fallback_split("tile_k", [-1, min(2, _floor_pow2(k or 2))])
         if rows_packed:
-            cfg.fallback_knob("pack_rows", packs_rows_by_default())
+            cfg.fallback_knob("pack_rows", PACK_ROWS_BY_DEFAULT)
     elif (cfg["tile_y"].size[-1] * (vectors := cfg["tile_x"].size[-1] // lanes)
           > accumulator_budget(vectors)):
         cfg.raise_error("register block larger than the register file")
