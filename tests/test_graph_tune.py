@@ -181,3 +181,30 @@ def test_each_task_ends_with_its_verdict_even_against_lucky_timings(
     inputs = {"x": _w(rng, 1, 4, 9, 9)}
     np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
                                atol=1e-5)
+
+
+def test_matmul_ops_tune_and_build_with_their_records(rng: np.random.Generator,
+                                                      tmp_path: Path) -> None:
+    """A model's matmuls (2-D, transposed, batched) become matmul.x86 tasks whose arguments
+    are the ops' workloads, and the build picks the records tuned for them."""
+    g = tg.Graph()
+    x = g.input("x", (6, 10))
+    y = g.matmul(x, g.constant(_w(rng, 10, 12)))
+    y = g.matmul(y, g.constant(_w(rng, 9, 12)), transpose_b=True)
+    g.output(g.matmul(g.reshape(y, (2, 3, 9)), g.constant(_w(rng, 1, 9, 5))))
+    tasks = tg.extract_tasks(g, "llvm -mcpu=haswell")
+    assert [(t.name, t.args) for t, _ in tasks] == [
+        ("matmul.x86", ((6, 10), (10, 12), "float32")),
+        ("matmul.x86", ((6, 12), (9, 12), "float32", False, True)),
+        ("matmul.x86", ((2, 3, 9), (1, 9, 5), "float32")),
+    ]
+    log = tmp_path / "matmuls.jsonl"
+    tg.tune(g, trials=6, per_round=2, tuner="random", log_file=log, seed=0,
+            target="llvm -mcpu=haswell", progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = tg.build(g, log_file=log, target="llvm -mcpu=haswell")
+    assert not [w for w in caught if "fallback" in str(w.message)]
+    inputs = {"x": _w(rng, 6, 10)}
+    np.testing.assert_allclose(m(**inputs)[0], run_reference(g, inputs)[0], rtol=1e-4,
+                               atol=1e-5)
