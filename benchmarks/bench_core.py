@@ -214,7 +214,7 @@ def main() -> int:
             print(f"{name:<18}{gflops:>10.1f}{ratio:>10.2f}")
         budget = f"budget {COMPILE_BUDGET_MS:.0f}"
         print(f"\ncompile time of one 1024^3 GEMM kernel (median CPU ms; {budget})")
-        # The AVX2 shape (6-row blocks over copied row panels) is what an AVX2-only CPU compiles.
+        # The AVX2 shape (6-row register blocks) is what an AVX2-only CPU compiles.
         kernels = {"tutorial GEMM": (tutorial_gemm, "llvm"),
                    "matmul.x86 fallback": (fallback_matmul_gemm, "llvm"),
                    "same, AVX2": (fallback_matmul_gemm, "llvm -mcpu=haswell")}
