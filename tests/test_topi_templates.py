@@ -247,3 +247,40 @@ def test_gemm_register_block_over_row_panels_has_one_copy(name, target):
             s, tensors = task.instantiate(_with_knob(task, fallback, "pack_rows", pack))
             lowered = str(tl.lower(s, tensors))
         assert lowered.count("for k.outer in range(") == 1
+
+
+#: 36 whole one-vector column blocks on AVX2 (293 columns), 18 on AVX-512.
+GROUPED_GEMMS = {"dense.x86": (((13, 20), (293, 20), "float32"), ref.dense_python),
+                 "matmul.x86": (((13, 20), (20, 293), "float32"), ref.matmul_python),
+                 "batch_matmul.x86": (((2, 13, 20), (2, 150, 20), "float32"),
+                                      ref.batch_matmul_python)}
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("name", sorted(GROUPED_GEMMS))
+def test_gemm_column_groups_are_correct_or_rejected(name, target, rng):
+    """Every col_group with one-vector blocks: the chunks run their row blocks over groups of
+    column blocks (a group that does not divide them leaves a partial last group), and a group
+    that would leave fewer than 4 parallel chunks is rejected, never silently shrunk."""
+    args, reference = GROUPED_GEMMS[name]
+    task = autotune.create_task(name, args, target=target)
+    lanes = tl.Target(target).vector_lanes("float32")
+    one_vector = _with_knob(task, task.fallback_config(), "tile_x", [-1, lanes])
+    out_shape = shape_of(task.instantiate(one_vector)[1][-1])
+    blocks = int(np.prod(out_shape[:-2])) * out_shape[-1] // lanes
+    arrays = [uniform(rng, *shape) for shape in args[:2]]
+    irs = set()
+    for group in [e.val for e in task.config_space.knobs["col_group"].entities]:
+        config = _with_knob(task, one_vector, "col_group", group)
+        if group > 1 and blocks < max(16, 4 * group):
+            with pytest.raises(autotune.InstantiationError, match="too few parallel chunks"):
+                task.instantiate(config)
+            continue
+        with tl.Target(target):
+            s, tensors = task.instantiate(config)
+            irs.add(str(tl.lower(s, tensors)))
+            f = tl.build(s, tensors, target=target)
+        out = np.zeros(shape_of(tensors[-1]), "float32")
+        f(*arrays, out)
+        assert_close(out, reference(*arrays), 20)
+    assert len(irs) >= 3  # groups of 1, 2 and 4 at least, each its own loop nest
