@@ -88,10 +88,8 @@ def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int,
     cfg.define_split("tile_k", k or 64, num_outputs=2, policy="power2", max_factor=8)
     if rows_packed:
         cfg.define_knob("pack_rows", [True, False])
-    most_blocks = (columns or 0) // lanes
-    cfg.define_knob("col_group", [g for g in COL_GROUPS
-                                  if g == 1 or most_blocks >= max(MIN_PARALLEL_CHUNKS,
-                                                                  g * MIN_GROUPED_CHUNKS)])
+    most_blocks = None if columns is None else columns // lanes
+    cfg.define_knob("col_group", [g for g in COL_GROUPS if _groups_fit(most_blocks, g)])
     if cfg.is_fallback:
         block_rows, block_vectors = fallback_block()
         cfg.fallback_split("tile_y", [-1, min(block_rows, max(rows))])
@@ -107,6 +105,13 @@ def _define_space(cfg, m: int | None, n: int | None, k: int | None, lanes: int,
     elif (cfg["tile_y"].size[-1] * (vectors := cfg["tile_x"].size[-1] // lanes)
           > accumulator_budget(vectors)):
         cfg.raise_error("register block larger than the register file")
+
+
+def _groups_fit(blocks: int | None, group: int) -> bool:
+    """Whether `blocks` column blocks in groups of `group` leave enough parallel chunks (no
+    group at all always does)."""
+    return group == 1 or (blocks is not None
+                          and blocks >= max(MIN_PARALLEL_CHUNKS, group * MIN_GROUPED_CHUNKS))
 
 
 def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> None:
@@ -145,21 +150,20 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
     blocks = None if columns is None else columns // cfg["tile_x"].size[-1]
     group = cfg["col_group"].val
+    if not _groups_fit(blocks, group):
+        cfg.raise_error(f"a column group of {group} leaves too few parallel chunks")
+    grouped = []  # the loop over a group's column blocks, inside the row blocks
     if group > 1:
-        if blocks is None or blocks < max(MIN_PARALLEL_CHUNKS, group * MIN_GROUPED_CHUNKS):
-            cfg.raise_error(f"a column group of {group} leaves too few parallel chunks")
         j_outer, j_block = o.split(j_outer, factor=group)
-        o.reorder(*batch, j_outer, i_outer, j_block, i_inner, j_inner)
-        fuse_parallel(s, out, [*batch, j_outer])
-        block_loop = j_block
-    elif blocks is not None and blocks >= MIN_PARALLEL_CHUNKS:
-        o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
+        grouped.append(j_block)
+    o.reorder(*batch, j_outer, i_outer, *grouped, i_inner, j_inner)
+    if blocks is not None and blocks >= MIN_PARALLEL_CHUNKS:
         # The row-block loop stays serial, so the loop partitioner can peel a last partial
-        # block: its guards would otherwise sit in the hot loop and spill accumulators.
+        # block: its guards would otherwise sit in the hot loop and spill accumulators. With a
+        # column group, each chunk's blocks come from the group's loop inside the row loop.
         fuse_parallel(s, out, [*batch, j_outer])
-        block_loop = i_outer
+        block_loop = grouped[0] if grouped else i_outer
     else:
-        o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
         block_loop = fuse_parallel(s, out, [*batch, j_outer, i_outer])
     _, j_lanes = o.split(j_inner, factor=lanes)
     o.vectorize(j_lanes)
