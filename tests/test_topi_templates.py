@@ -123,18 +123,13 @@ def test_schedule_uses_tuned_config(tmp_path, rng):
     assert_close(result_array, ref.conv2d_nchw_python(a, b, 1, 1, 1), 19 * 9)
 
 
-def _transposed_matmul_python(a, b, transpose_a, transpose_b):
-    return ref.matmul_python(np.swapaxes(a, -1, -2) if transpose_a else a,
-                             np.swapaxes(b, -1, -2) if transpose_b else b)
-
-
 GEMM_OPS = {  # op, its schedule, its template, operand shapes, the numpy result
     "dense": (nn.dense, x86.schedule_dense, "dense.x86", ((13, 20), (17, 20)), ref.dense_python),
     "matmul": (nn.matmul, x86.schedule_matmul, "matmul.x86", ((13, 20), (20, 17)),
                ref.matmul_python),
     "matmul transposed": (lambda a, b: nn.matmul(a, b, True, True), x86.schedule_matmul,
                           "matmul.x86", ((20, 13), (17, 20)),
-                          lambda a, b: _transposed_matmul_python(a, b, True, True)),
+                          lambda a, b: ref.matmul_python(a, b, True, True)),
     "matmul batched": (nn.matmul, x86.schedule_matmul, "matmul.x86", ((3, 13, 20), (1, 20, 17)),
                        ref.matmul_python),
     "batch_matmul": (nn.batch_matmul, x86.schedule_batch_matmul, "batch_matmul.x86",
