@@ -110,10 +110,11 @@ def bench_model(name: str, args: argparse.Namespace, threads: int) -> dict:
     return row
 
 
-def _table(rows: list[dict]) -> str:
-    columns = ["model", "untuned ms", "tuned ms", "onnxruntime ms", "pytorch ms",
-               "untuned/onnxruntime", "tuned/onnxruntime", "untuned/pytorch", "tuned/pytorch",
-               "trials", "tuning s", "cold build s", "warm build s"]
+def _table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A markdown table of `rows`, with `columns` (default: this benchmark's) that any row has."""
+    columns = columns or ["model", "untuned ms", "tuned ms", "onnxruntime ms", "pytorch ms",
+                          "untuned/onnxruntime", "tuned/onnxruntime", "untuned/pytorch",
+                          "tuned/pytorch", "trials", "tuning s", "cold build s", "warm build s"]
     columns = [c for c in columns if any(c in r for r in rows)]
 
     def cell(value: object) -> str:

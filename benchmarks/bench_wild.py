@@ -1,0 +1,168 @@
+"""Models from the wild: batch-1 latency of torchvision and transformers architectures (random
+weights), ours untuned against onnxruntime and PyTorch, and which frontends import each one.
+
+Every model is exported to ONNX (TorchScript exporter; the dynamo exporter where TorchScript
+cannot export it) and imported with `from_onnx`; `from_torch` is tried on the same module. Ours
+is built from the ONNX import with fallback configs. Each pair is timed in alternating
+steady-state blocks in one process (onnxruntime with spinning off); ratios are the reference's
+time over ours (> 1: ours is faster). Transformers run small configurations (hidden 256, 4
+layers) at --seq tokens.
+
+    python benchmarks/bench_wild.py                          # every family
+    python benchmarks/bench_wild.py --models resnet50,bert --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+import types
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import torch
+from bench_models import _cpu_name, _onnxruntime, _table
+
+import tensorlang as tl
+import topi.graph as tg
+from tensorlang.benchmark import compare
+
+VISION = {
+    "resnet50": 224, "resnext50_32x4d": 224, "mobilenet_v3_large": 224, "efficientnet_b0": 224,
+    "densenet121": 224, "googlenet": 224, "inception_v3": 299, "squeezenet1_1": 224,
+    "shufflenet_v2_x1_0": 224, "regnet_y_400mf": 224, "regnet_x_400mf": 224, "mnasnet1_0": 224,
+    "convnext_tiny": 224, "vgg11": 224, "vit_b_16": 224, "swin_t": 224, "maxvit_t": 224,
+    "lraspp_mobilenet_v3_large": 224,
+}
+TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama")
+
+
+def _torchvision() -> types.ModuleType:
+    """torchvision's model code without its compiled ops (pip's wheel may be built for another
+    torch; the models need none of them)."""
+    for name in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
+        if "torchvision" not in sys.modules:
+            sys.modules.setdefault(name, types.ModuleType(name))
+    import torchvision
+    import torchvision.models.segmentation  # noqa: F401
+
+    return torchvision
+
+
+def _vision(name: str) -> tuple[torch.nn.Module, tuple]:
+    models = _torchvision().models
+    build = getattr(models, name, None) or getattr(models.segmentation, name)
+    kwargs = {"weights_backbone": None} if name.startswith("lraspp") else {}
+    if name in ("googlenet", "inception_v3"):
+        kwargs = {"aux_logits": False, "init_weights": False}
+    size = VISION[name]
+    return build(weights=None, **kwargs), (torch.randn(1, 3, size, size),)
+
+
+def _text(name: str, seq: int) -> tuple[torch.nn.Module, tuple]:
+    import transformers as T
+
+    size = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                intermediate_size=1024, vocab_size=1000)
+    configs = {
+        "bert": lambda: T.BertModel(T.BertConfig(**size)),
+        "roberta": lambda: T.RobertaModel(T.RobertaConfig(**size)),
+        "distilbert": lambda: T.DistilBertModel(T.DistilBertConfig(
+            vocab_size=1000, dim=256, n_layers=4, n_heads=4, hidden_dim=1024)),
+        "gpt2": lambda: T.GPT2Model(T.GPT2Config(vocab_size=1000, n_embd=256, n_layer=4,
+                                                 n_head=4, use_cache=False, bos_token_id=0,
+                                                 eos_token_id=0)),
+        "llama": lambda: T.LlamaModel(T.LlamaConfig(num_key_value_heads=2, use_cache=False,
+                                                    **size)),
+    }
+    return configs[name](), (torch.randint(0, 1000, (1, seq)),)
+
+
+def _export(module: torch.nn.Module, inputs: tuple) -> tuple[onnx.ModelProto, str]:
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            buffer = io.BytesIO()
+            torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17)
+            return onnx.load_from_string(buffer.getvalue()), "torchscript"
+        except Exception:  # noqa: BLE001 - the exporter's own failures: try the other one
+            return torch.onnx.export(module, inputs, dynamo=True).model_proto, "dynamo"
+
+
+def _status(fn: Callable[[], object]) -> str:
+    try:
+        fn()
+        return "ok"
+    except Exception as err:  # noqa: BLE001 - reported in the table
+        return type(err).__name__
+
+
+def bench(name: str, args: argparse.Namespace) -> dict:
+    torch.manual_seed(0)
+    module, inputs = _text(name, args.seq) if name in TEXT else _vision(name)
+    module = module.eval()
+    row: dict = {"model": name}
+    proto, row["exporter"] = _export(module, inputs)
+    row["from_torch"] = _status(lambda: tg.from_torch(module, inputs))
+    g = tg.from_onnx(proto)
+    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
+        ours = tg.build(g)
+    row["build s"] = time.perf_counter() - start
+    with torch.no_grad():
+        expected = torch.utils._pytree.tree_leaves(module(*inputs))[0].numpy()
+    error = np.abs(ours(**feeds)[0] - expected).max() / max(np.abs(expected).max(), 1e-30)
+    row["max err"] = float(error)
+    refs = {"onnxruntime": _onnxruntime(proto, feeds, args.threads)}
+
+    def pytorch() -> object:
+        with torch.inference_mode():
+            return module(*inputs)
+
+    refs["pytorch"] = pytorch  # last: its OpenMP threads spin after each run
+    for ref_name, ref in refs.items():
+        result = compare(lambda: ours(**feeds), ref, repeat=args.rounds)
+        row.setdefault("untuned ms", result.ours * 1e3)
+        row[f"{ref_name} ms"] = result.reference * 1e3
+        row[f"untuned/{ref_name}"] = result.speedup
+    return row
+
+
+COLUMNS = ["model", "exporter", "from_torch", "build s", "max err", "untuned ms",
+           "onnxruntime ms", "pytorch ms", "untuned/onnxruntime", "untuned/pytorch"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join([*VISION, *TEXT]))
+    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
+    parser.add_argument("--seq", type=int, default=128, help="transformer sequence length")
+    parser.add_argument("--threads", type=int, default=tl.get_num_threads())
+    args = parser.parse_args()
+    tl.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    rows = []
+    for name in args.models.split(","):
+        try:
+            rows.append(bench(name, args))
+        except Exception as err:  # noqa: BLE001 - one model's failure is a row, not the end
+            rows.append({"model": name, "exporter": f"failed: {type(err).__name__}: "
+                                                    f"{str(err)[:120]}"})
+        print(_table(rows[-1:], COLUMNS), flush=True)
+    print(f"\n{_cpu_name()}, {args.threads} threads, batch 1, fp32, untuned; "
+          f"x/ref columns: the reference's time over ours (> 1: ours is faster)")
+    print(_table(rows, COLUMNS))
+    ratios = [r["untuned/onnxruntime"] for r in rows if "untuned/onnxruntime" in r]
+    if ratios:
+        print(f"geomean untuned/onnxruntime over {len(ratios)} models: "
+              f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")
+
+
+if __name__ == "__main__":
+    main()
