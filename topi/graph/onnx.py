@@ -74,11 +74,26 @@ def from_onnx(model: str | os.PathLike | Any,
         Errors of a node name the node and its op.
     """
     if isinstance(model, (str, os.PathLike)):
-        model = onnx.load(os.fspath(model))
+        model = _load(os.fspath(model))
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"from_onnx: expected a path or an onnx.ModelProto, got "
                         f"{type(model).__name__}")
     return _Importer(model, dict(shapes or {})).run()
+
+
+def _load(path: str) -> Any:
+    """The ModelProto in the file `path`; a file that is not one raises ValueError naming it."""
+    try:
+        model = onnx.load(path)
+    except OSError:
+        raise
+    except Exception as err:  # protobuf's DecodeError, or onnx's errors about external data
+        raise ValueError(f"from_onnx: {path!r} is not a readable ONNX model "
+                         f"({type(err).__name__}: {err})") from err
+    if not model.HasField("graph") or not model.opset_import:
+        raise ValueError(f"from_onnx: {path!r} is not a readable ONNX model (it holds no graph "
+                         f"or no opset)")
+    return model
 
 
 def onnx_dtype(elem_type: int, where: str) -> str:
@@ -149,6 +164,7 @@ class _Importer(GraphWriter):
 
     def run(self) -> Graph:
         graph = self.model.graph
+        self._check_ops(graph)
         for init in graph.initializer:
             self.where = f"initializer {init.name!r}"
             onnx_dtype(init.data_type, self.where)
@@ -173,6 +189,23 @@ class _Importer(GraphWriter):
         for out in graph.output:
             self.graph.output(self.as_node(self._value(out.name)))
         return self.graph
+
+    def _check_ops(self, graph: Any) -> None:
+        """Every op of the model the frontend cannot translate, in one error, before converting
+        anything: each with its count and first node."""
+        missing: dict[str, list] = {}
+        for k, node in enumerate(graph.node):
+            known = node.domain in ("", "ai.onnx") and node.op_type in _CONVERTERS
+            if not known:
+                op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") \
+                    else node.op_type
+                entry = missing.setdefault(op, [0, node.name or f"#{k}"])
+                entry[0] += 1
+        if missing:
+            listed = "; ".join(f"{op} ({count} node{'s' if count > 1 else ''}, first {first!r})"
+                               for op, (count, first) in missing.items())
+            raise UnsupportedError(f"from_onnx: the following operators are not implemented: "
+                                   f"{listed}")
 
     def _add_input(self, inp: Any) -> None:
         self.where = f"input {inp.name!r}"
@@ -199,11 +232,7 @@ class _Importer(GraphWriter):
         return self.values[name]
 
     def _convert(self, node: Any) -> None:
-        if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedError(f"unsupported op domain {node.domain!r}")
-        converter = _CONVERTERS.get(node.op_type)
-        if converter is None:
-            raise UnsupportedError(f"unsupported op {node.op_type!r}")
+        converter = _CONVERTERS[node.op_type]  # _check_ops has vouched for every op
         inputs = [self._value(name) if name else None for name in node.input]
         attrs = _Attrs(node)
         outputs = converter(self, inputs, attrs)
@@ -235,7 +264,9 @@ def _optional(inputs: list, k: int) -> Value | None:
 # -- elementwise -------------------------------------------------------------------------------
 
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
-           "Max": "maximum", "Min": "minimum"}
+           "Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+           "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or",
+           "Xor": "logical_xor", "PRelu": "prelu"}
 
 
 @_converter(*_BINARY)
@@ -248,20 +279,51 @@ def _binary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
                 "an integer base with a float exponent")
         if dtype_of(b) != dtype_of(a):
             b = im.op("cast", b, dtype=dtype_of(a))
-    elif op_type in ("Max", "Min") and len(inputs) != 2:
-        raise UnsupportedError(f"{op_type} of {len(inputs)} inputs (only 2)")
     elif dtype_of(a) != dtype_of(b):
         raise TypeError(f"operands have different dtypes {dtype_of(a)} and {dtype_of(b)}")
     if op_type == "Div" and not dtype_of(a).startswith("float"):
-        # Integer division truncates in ONNX: only folded at import (shape arithmetic).
-        num, den = im.static(a, "A"), im.static(b, "B")
-        return [np.trunc(num / den).astype(num.dtype)]
+        return [im.op("trunc_divide", a, b)]  # ONNX's integer division truncates
     return [im.op(_BINARY[op_type], a, b)]
+
+
+@_converter("Mod")
+def _mod(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    a, b = inputs
+    fmod = int(attrs.get("fmod", 0))
+    require(fmod or not dtype_of(a).startswith("float"), "fmod=0 on floats (ONNX requires 1)")
+    return [im.op("fmod" if fmod else "mod", a, b)]
+
+
+_VARIADIC = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}
+
+
+@_converter(*_VARIADIC)
+def _variadic(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """Max, Min, Sum, Mean of one or more broadcasting operands, folded pairwise."""
+    if len({dtype_of(v) for v in inputs}) > 1:
+        raise TypeError(f"operands have different dtypes {[dtype_of(v) for v in inputs]}")
+    y = inputs[0]
+    for v in inputs[1:]:
+        y = im.op(_VARIADIC[im.node.op_type], y, v)
+    if im.node.op_type == "Mean" and len(inputs) > 1:
+        y = im.op("divide", y, np.array(len(inputs), dtype_of(y)))
+    return [y]
+
+
+@_converter("Where")
+def _where(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    cond, x, y = inputs
+    if dtype_of(x) != dtype_of(y):
+        raise TypeError(f"X and Y have different dtypes {dtype_of(x)} and {dtype_of(y)}")
+    return [im.op("where", cond, x, y)]
 
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "negative",
-          "Reciprocal": "reciprocal", "HardSwish": "hard_swish"}
+          "Reciprocal": "reciprocal", "HardSwish": "hard_swish", "Sign": "sign",
+          "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin", "Cos": "cos",
+          "Softsign": "softsign", "Softplus": "softplus", "Mish": "mish", "IsNaN": "isnan",
+          "Not": "logical_not"}
 
 
 @_converter(*_UNARY)
@@ -272,6 +334,37 @@ def _unary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 @_converter("LeakyRelu")
 def _leaky_relu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     return [im.op("leaky_relu", inputs[0], alpha=float(attrs.get("alpha", 0.01)))]
+
+
+@_converter("Elu", "Celu")
+def _elu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [im.op(im.node.op_type.lower(), inputs[0], alpha=float(attrs.get("alpha", 1.0)))]
+
+
+@_converter("Selu")
+def _selu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [im.op("selu", inputs[0], alpha=float(attrs.get("alpha", 1.6732632423543772)),
+                  gamma=float(attrs.get("gamma", 1.0507009873554805)))]
+
+
+@_converter("ThresholdedRelu")
+def _thresholded_relu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    above = im.op("greater", x, np.array(attrs.get("alpha", 1.0), dtype_of(x)))
+    return [im.op("where", above, x, np.zeros((), dtype_of(x)))]
+
+
+@_converter("IsInf")
+def _is_inf(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    negative, positive = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
+    y = im.op("isinf", x)
+    if negative and positive:
+        return [y]
+    if not (negative or positive):
+        return [np.zeros(shape_of(x), "bool")]
+    side = im.op("greater" if positive else "less", x, np.zeros((), dtype_of(x)))
+    return [im.op("logical_and", y, side)]
 
 
 @_converter("HardSigmoid")
@@ -445,9 +538,17 @@ def _gemm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 def _matmul(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     a, b = inputs
     sa, sb = shape_of(a), shape_of(b)
-    require(len(sa) >= 2 and len(sb) >= 2, f"MatMul of shapes {sa} and {sb} (1-D operands are "
-             "unsupported)")
-    return [im.matmul(a, b)]
+    # numpy's rule: a 1-D operand is a row (on the left) or a column (on the right), dropped
+    # from the result.
+    a2 = im.reshape(a, (1, *sa)) if len(sa) == 1 else a
+    b2 = im.reshape(b, (*sb, 1)) if len(sb) == 1 else b
+    y = im.matmul(a2, b2)
+    shape = shape_of(y)
+    if len(sb) == 1:
+        shape = shape[:-1]
+    if len(sa) == 1:
+        shape = (*shape[:-2], shape[-1]) if len(sb) > 1 else shape[:-1]
+    return [im.reshape(y, shape)]
 
 
 def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
@@ -517,25 +618,61 @@ def _softmax(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 # -- reductions --------------------------------------------------------------------------------
 
-_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+           "ReduceProd": "prod"}
 
 
-@_converter(*_REDUCE)
-def _reduce(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    # ReduceSum takes axes as an input from opset 13, the others from opset 18.
-    axes_from_input = im.node.op_type == "ReduceSum" or im.opset >= 18
-    if axes_from_input:
+def _reduce_axes(im: _Importer, inputs: list, attrs: _Attrs) -> tuple | None | bool:
+    """A reduction's axes: a tuple, None for all, or False for none at all
+    (noop_with_empty_axes). ReduceSum takes them as an input from opset 13, the others from 18."""
+    if im.node.op_type == "ReduceSum" or im.opset >= 18:
         axes_value = _optional(inputs, 1)
         axes = None if axes_value is None else im.ints(axes_value, "axes")
     else:
         axes = attrs.get("axes")
-    keepdims = bool(attrs.get("keepdims", 1))
-    if not axes:
-        if attrs.get("noop_with_empty_axes", 0):
-            return [inputs[0]]
-        axes = None
-    return [im.op(_REDUCE[im.node.op_type], inputs[0], axis=None if axes is None else
-                  tuple(axes), keepdims=keepdims)]
+    if axes:
+        return tuple(axes)
+    return False if attrs.get("noop_with_empty_axes", 0) else None
+
+
+@_converter(*_REDUCE)
+def _reduce(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    axes, keepdims = _reduce_axes(im, inputs, attrs), bool(attrs.get("keepdims", 1))
+    if axes is False:
+        return [inputs[0]]
+    return [im.op(_REDUCE[im.node.op_type], inputs[0], axis=axes, keepdims=keepdims)]
+
+
+@_converter("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+def _reduce_composed(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """The reductions that are a sum between elementwise ops."""
+    op_type, x = im.node.op_type, inputs[0]
+    axes, keepdims = _reduce_axes(im, inputs, attrs), bool(attrs.get("keepdims", 1))
+    if axes is False:  # no reduction: only the elementwise part, on each element alone
+        axes = ()
+    peak = None
+    if op_type == "ReduceL1":
+        x = im.op("abs", x)
+    elif op_type in ("ReduceL2", "ReduceSumSquare"):
+        x = im.op("multiply", x, x)
+    elif op_type == "ReduceLogSumExp":  # shifted by the maximum, so that exp cannot overflow
+        peak = im.op("max", x, axis=axes, keepdims=True) if axes != () else x
+        x = im.op("exp", im.op("subtract", x, peak))
+    y = im.op("sum", x, axis=axes, keepdims=keepdims) if axes != () else x
+    if op_type == "ReduceL2":
+        y = im.op("sqrt", y)
+    elif op_type in ("ReduceLogSum", "ReduceLogSumExp"):
+        y = im.op("log", y)
+    if peak is not None:
+        y = im.op("add", y, peak if keepdims else im.reshape(peak, shape_of(y)))
+    return [y]
+
+
+@_converter("ArgMax", "ArgMin")
+def _arg_reduce(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    require(not attrs.get("select_last_index", 0), "select_last_index=1")
+    return [im.op(im.node.op_type.lower(), inputs[0], axis=int(attrs.get("axis", 0)),
+                  keepdims=bool(attrs.get("keepdims", 1)))]
 
 
 # -- shapes and data movement --------------------------------------------------------------------
@@ -639,3 +776,332 @@ def _gather(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, indices = inputs
     require(dtype_of(indices) in ("int32", "int64"), f"indices of dtype {dtype_of(indices)}")
     return [im.op("take", x, indices, axis=int(attrs.get("axis", 0)))]
+
+
+@_converter("GatherElements")
+def _gather_elements(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, indices = inputs
+    return [im.op("gather_elements", x, indices, axis=int(attrs.get("axis", 0)))]
+
+
+@_converter("GatherND")
+def _gather_nd(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, indices = inputs
+    return [im.op("gather_nd", x, indices, batch_dims=int(attrs.get("batch_dims", 0)))]
+
+
+def _no_reduction(attrs: _Attrs) -> None:
+    reduction = attrs.get("reduction", "none")
+    require(reduction == "none", f"reduction={reduction!r} (only 'none')")
+
+
+@_converter("ScatterND")
+def _scatter_nd(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    _no_reduction(attrs)
+    return [im.op("scatter_nd", *inputs)]
+
+
+@_converter("ScatterElements")
+def _scatter_elements(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    _no_reduction(attrs)
+    return [im.op("scatter_elements", *inputs, axis=int(attrs.get("axis", 0)))]
+
+
+# -- values made from shapes (folded at import) ------------------------------------------------
+
+
+@_converter("Size")
+def _size(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    return [np.array(math.prod(shape_of(inputs[0])), "int64")]
+
+
+@_converter("ConstantOfShape")
+def _constant_of_shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    value = attrs.get("value")
+    fill = np.zeros(1, "float32") if value is None else numpy_helper.to_array(value)
+    if value is not None:
+        onnx_dtype(value.data_type, "ConstantOfShape value")
+    require(fill.size == 1, f"a value of {fill.size} elements (a single one is required)")
+    return [np.full(im.ints(inputs[0], "input"), fill.reshape(()), fill.dtype)]
+
+
+@_converter("Range")
+def _range(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    start, limit, delta = (im.static(v, what).reshape(()) for v, what in
+                           zip(inputs, ("start", "limit", "delta")))
+    count = max(math.ceil((limit - start) / delta), 0)
+    return [(start + np.arange(count) * delta).astype(start.dtype)]
+
+
+@_converter("NonZero")
+def _non_zero(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    # The output's shape depends on the values: only known at import.
+    return [np.array(np.nonzero(im.static(inputs[0], "X")), "int64").reshape(
+        len(shape_of(inputs[0])), -1)]
+
+
+@_converter("Expand")
+def _expand(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    shape = np.broadcast_shapes(shape_of(x), tuple(im.ints(inputs[1], "shape")))
+    return [x if shape == shape_of(x) else im.op("broadcast_to", x, shape=shape)]
+
+
+@_converter("Tile")
+def _tile(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    reps = tuple(im.ints(inputs[1], "repeats"))
+    return [inputs[0] if all(r == 1 for r in reps) else im.op("tile", inputs[0], reps=reps)]
+
+
+# -- masks, scans, padding, resizing -----------------------------------------------------------
+
+
+@_converter("Trilu")
+def _trilu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    k_value = _optional(inputs, 1)
+    k = 0 if k_value is None else int(im.static(k_value, "k").reshape(()))
+    return [im.op("trilu", inputs[0], k=k, upper=bool(attrs.get("upper", 1)))]
+
+
+@_converter("CumSum")
+def _cumsum(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    axis = int(im.static(inputs[1], "axis").reshape(()))
+    return [im.op("cumsum", inputs[0], axis=axis, exclusive=bool(attrs.get("exclusive", 0)),
+                  reverse=bool(attrs.get("reverse", 0)))]
+
+
+@_converter("Pad")
+def _pad(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    rank = len(shape_of(x))
+    pads = im.ints(inputs[1], "pads")
+    axes_value = _optional(inputs, 3)
+    axes = list(range(rank)) if axes_value is None else \
+        [a % rank for a in im.ints(axes_value, "axes")]
+    require(len(pads) == 2 * len(axes), f"pads={pads} for {len(axes)} axes")
+    before, after = [0] * rank, [0] * rank
+    for k, a in enumerate(axes):
+        before[a], after[a] = pads[k], pads[len(axes) + k]
+    mode = attrs.get("mode", "constant")
+    require(mode in ("constant", "reflect", "edge", "wrap"), f"unsupported mode={mode!r}")
+    value_input = _optional(inputs, 2)
+    value = 0 if value_input is None else im.static(value_input, "constant_value").reshape(())
+    # Negative pads crop: pad by the positive parts, then slice the rest off.
+    grow_before, grow_after = [max(p, 0) for p in before], [max(p, 0) for p in after]
+    if any(grow_before) or any(grow_after):
+        if mode == "wrap":
+            x = _wrap_pad(im, x, grow_before, grow_after)
+        else:
+            extra = {} if mode == "constant" else {"mode": mode}
+            x = im.op("pad", x, pad_before=tuple(grow_before), pad_after=tuple(grow_after),
+                      pad_value=float(value) if mode == "constant" else 0.0, **extra)
+    if min(before) < 0 or min(after) < 0:
+        shape = shape_of(x)
+        x = im.op("strided_slice", x, begin=tuple(-min(p, 0) for p in before),
+                  end=tuple(n + min(p, 0) for n, p in zip(shape, after)), strides=(1,) * rank,
+                  axes=tuple(range(rank)))
+    return [x]
+
+
+def _wrap_pad(im: _Importer, x: Value, before: list[int], after: list[int]) -> Value:
+    """Circular padding: each axis gains its last elements in front and its first behind."""
+    for axis, (b, a) in enumerate(zip(before, after)):
+        n = shape_of(x)[axis]
+        require(b <= n and a <= n, "wrap padding wider than the axis")
+        pieces = [im.op("strided_slice", x, begin=(n - b,), end=(n,), strides=(1,), axes=(axis,))
+                  ] if b else []
+        pieces.append(x)
+        if a:
+            pieces.append(im.op("strided_slice", x, begin=(0,), end=(a,), strides=(1,),
+                                axes=(axis,)))
+        x = im.op("concatenate", *pieces, axis=axis) if len(pieces) > 1 else x
+    return x
+
+
+@_converter("Resize")
+def _resize(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    _four_d(x, "input")
+    require(not attrs.get("antialias", 0), "antialias=1")
+    require(attrs.get("keep_aspect_ratio_policy", "stretch") == "stretch",
+            f"keep_aspect_ratio_policy={attrs.get('keep_aspect_ratio_policy')!r}")
+    axes = attrs.get("axes")
+    axes = list(range(4)) if axes is None else [a % 4 for a in axes]
+    scales_value, sizes_value = _optional(inputs, 2), _optional(inputs, 3)
+    shape = list(shape_of(x))
+    if sizes_value is not None and im.static(sizes_value, "sizes").size:
+        for a, n in zip(axes, im.ints(sizes_value, "sizes")):
+            shape[a] = n
+    else:
+        scales = [float(v) for v in im.static(scales_value, "scales").reshape(-1)]
+        for a, scale in zip(axes, scales):
+            shape[a] = int(math.floor(shape_of(x)[a] * scale))
+            # The coordinate transforms use the scale itself; topi's resize uses out / in.
+            require(math.isclose(shape[a], shape_of(x)[a] * scale),
+                    f"scale {scale} that does not give a whole number of pixels")
+    require(shape[:2] == list(shape_of(x))[:2], "resizing the batch or channel axes")
+    mode = attrs.get("mode", "nearest")
+    transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+    require(transform != "tf_crop_and_resize", "coordinate_transformation_mode="
+            "'tf_crop_and_resize'")
+    return [_resize2d(im, x, shape[2:], mode, transform, attrs)]
+
+
+def _resize2d(im: _Importer, x: Value, size: Sequence[int], mode: str, transform: str,
+              attrs: _Attrs) -> Value:
+    if tuple(size) == shape_of(x)[2:]:
+        return x
+    require(mode in ("nearest", "linear", "cubic"), f"unsupported mode={mode!r}")
+    return im.op("resize2d", x, size=tuple(size), method=mode,
+                 coordinate_transformation_mode=transform,
+                 nearest_mode=attrs.get("nearest_mode", "round_prefer_floor"),
+                 cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+                 exclude_outside=bool(attrs.get("exclude_outside", 0)),
+                 extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
+
+
+@_converter("Upsample")
+def _upsample(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """The Resize of opsets 7 to 9: asymmetric coordinates, nearest rounds down."""
+    x = inputs[0]
+    _four_d(x, "input")
+    scales = [float(v) for v in im.static(inputs[1], "scales").reshape(-1)]
+    size = [int(math.floor(n * s)) for n, s in zip(shape_of(x), scales)]
+    require(size[:2] == list(shape_of(x))[:2], "resizing the batch or channel axes")
+    mode = attrs.get("mode", "nearest")
+    require(mode in ("nearest", "linear"), f"unsupported mode={mode!r}")
+    return [im.op("resize2d", x, size=tuple(size[2:]), method=mode,
+                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+
+
+# -- normalisation and rearrangement -------------------------------------------------------------
+
+
+@_converter("InstanceNormalization")
+def _instance_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, scale, bias = inputs
+    return [im.op("instance_norm", x, scale, bias, epsilon=float(attrs.get("epsilon", 1e-5)))]
+
+
+@_converter("GroupNormalization")
+def _group_norm(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x, scale, bias = inputs
+    attrs.get("stash_type")  # the precision of the statistics: topi keeps the input's
+    groups = int(attrs.get("num_groups"))
+    channels = shape_of(x)[1]
+    if im.opset < 21 and shape_of(scale) == (groups,) and groups != channels:
+        # Opsets 18 to 20 scale per group: each group's value repeats over its channels.
+        index = np.arange(channels) // (channels // groups)
+        scale, bias = (im.op("take", v, index, axis=0) for v in (scale, bias))
+    return [im.op("group_norm", x, scale, bias, num_groups=groups,
+                  epsilon=float(attrs.get("epsilon", 1e-5)))]
+
+
+@_converter("DepthToSpace")
+def _depth_to_space(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    _four_d(x, "input")
+    b, c, h, w = shape_of(x)
+    bs, mode = int(attrs.get("blocksize")), attrs.get("mode", "DCR")
+    require(mode in ("DCR", "CRD"), f"unsupported mode={mode!r}")
+    if mode == "DCR":
+        y = im.reshape(x, (b, bs, bs, c // bs ** 2, h, w))
+        y = im.op("transpose", y, axes=(0, 3, 4, 1, 5, 2))
+    else:
+        y = im.reshape(x, (b, c // bs ** 2, bs, bs, h, w))
+        y = im.op("transpose", y, axes=(0, 1, 4, 2, 5, 3))
+    return [im.reshape(y, (b, c // bs ** 2, h * bs, w * bs))]
+
+
+@_converter("SpaceToDepth")
+def _space_to_depth(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    x = inputs[0]
+    _four_d(x, "input")
+    b, c, h, w = shape_of(x)
+    bs = int(attrs.get("blocksize"))
+    y = im.reshape(x, (b, c, h // bs, bs, w // bs, bs))
+    y = im.op("transpose", y, axes=(0, 3, 5, 1, 2, 4))
+    return [im.reshape(y, (b, c * bs * bs, h // bs, w // bs))]
+
+
+# -- einsum ------------------------------------------------------------------------------------
+
+
+def _einsum_terms(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The letters of each operand and of the output, with every `...` spelled out as capital
+    letters the equation does not use (aligned from the right, as numpy broadcasts them)."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    require(len(terms) == len(ranks), f"equation {equation!r} for {len(ranks)} operands")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+    widths = [rank - (len(term) - 3) if "..." in term else 0 for term, rank in zip(terms, ranks)]
+    widest = max(widths, default=0)
+    terms = [term.replace("...", "".join(free[widest - width:widest]))
+             for term, width in zip(terms, widths)]
+    ellipsis = "".join(free[:widest])
+    if arrow:
+        out = out.replace("...", ellipsis)
+    else:  # implicit output: the broadcast axes, then the letters used once, sorted
+        letters = "".join(terms)
+        out = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
+                                        and c not in ellipsis))
+    for term, rank in zip(terms, ranks):
+        require(len(term) == rank, f"term {term!r} for an operand of rank {rank}")
+        require(len(set(term)) == len(term), f"equation {equation!r} takes a diagonal "
+                "(a repeated index in one operand)")
+    require(len(set(out)) == len(out), f"equation {equation!r} repeats an output index")
+    return terms, out
+
+
+def _einsum_sum_out(im: _Importer, x: Value, term: str, keep: str) -> tuple[Value, str]:
+    """`x` summed over the letters of `term` not in `keep`."""
+    gone = tuple(k for k, c in enumerate(term) if c not in keep)
+    if not gone:
+        return x, term
+    return im.op("sum", x, axis=gone, keepdims=False), "".join(c for c in term if c in keep)
+
+
+def _einsum_permute(im: _Importer, x: Value, term: str, order: str) -> Value:
+    perm = tuple(term.index(c) for c in order)
+    return x if perm == tuple(range(len(perm))) else im.op("transpose", x, axes=perm)
+
+
+def _einsum_pair(im: _Importer, a: Value, ta: str, b: Value, tb: str,
+                 keep: str) -> tuple[Value, str]:
+    """a and b contracted over their shared letters not in `keep`, as one batch_matmul (or one
+    dense when nothing batches and b is a weight): the result's letters are batch, a's, b's."""
+    a, ta = _einsum_sum_out(im, a, ta, keep + tb)
+    b, tb = _einsum_sum_out(im, b, tb, keep + ta)
+    dims = {**dict(zip(tb, shape_of(b))), **dict(zip(ta, shape_of(a)))}
+    for c in set(ta) & set(tb):
+        require(shape_of(a)[ta.index(c)] == shape_of(b)[tb.index(c)], f"index {c!r} of sizes "
+                f"{shape_of(a)[ta.index(c)]} and {shape_of(b)[tb.index(c)]} (broadcasting)")
+    batch = "".join(c for c in ta if c in tb and c in keep)
+    inner = "".join(c for c in ta if c in tb and c not in keep)
+    rows, cols = "".join(c for c in ta if c not in tb), "".join(c for c in tb if c not in ta)
+    size = lambda letters: math.prod(dims[c] for c in letters)  # noqa: E731
+    a3 = im.reshape(_einsum_permute(im, a, ta, batch + rows + inner),
+                    (size(batch), size(rows), size(inner)))
+    b3 = im.reshape(_einsum_permute(im, b, tb, batch + cols + inner),
+                    (size(batch), size(cols), size(inner)))
+    if not batch and isinstance(b, np.ndarray):
+        y = im.op("dense", im.reshape(a3, shape_of(a3)[1:]), im.reshape(b3, shape_of(b3)[1:]))
+    else:
+        y = im.op("batch_matmul", a3, b3)
+    term = batch + rows + cols
+    return im.reshape(y, [dims[c] for c in term]), term
+
+
+@_converter("Einsum")
+def _einsum(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """Operands contracted left to right, each pair as one batch_matmul of transposed and
+    reshaped operands; letters no later operand or the output needs are summed away first."""
+    equation = attrs.get("equation")
+    terms, out = _einsum_terms(equation, [len(shape_of(v)) for v in inputs])
+    y, term = _einsum_sum_out(im, inputs[0], terms[0], out + "".join(terms[1:]))
+    for k in range(1, len(inputs)):
+        y, term = _einsum_pair(im, y, term, inputs[k], terms[k], out + "".join(terms[k + 1:]))
+    y, term = _einsum_sum_out(im, y, term, out)
+    require(set(out) <= set(term), f"equation {equation!r} has an output index no operand has")
+    return [_einsum_permute(im, y, term, out)]
