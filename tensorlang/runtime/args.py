@@ -4,7 +4,8 @@ A kernel's `Signature` (parameter names, dtypes, shapes with symbolic dimensions
 parameters are written, the bound checks whose failure its status reports) comes from its
 PrimFunc, or from the JSON sidecar of an exported library, so both kinds of Module check
 arguments the same way. Checks are precomputed per
-parameter, so that a call with three small arrays costs a few microseconds.
+parameter. A call with plain numpy arrays is checked in C first (runtime/fastcall.c); this checker
+takes every call that the C path declines, converts other array types and raises the errors.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`Module`: a compiled kernel as a safe Python callable on arrays.
 
-The last stage of the data flow. Arguments are checked (runtime/args.py) and then passed to the
-native function through a cffi function pointer, which is the cheapest call path from Python. A
-kernel with bound checks returns a status, which becomes an IndexError after the call.
+The last stage of the data flow. Plain numpy arguments are checked and passed to the native
+function in C (runtime/fastcall.c); anything else is checked or converted by runtime/args.py and
+passed through a cffi function pointer. A kernel with bound checks returns a status, which becomes
+an IndexError after the call.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..codegen.target import Target
 from ..ir import PrimFunc
 from .args import ArgChecker, Signature
 from .export import export_library, open_library
+from .fastcall import fast_caller
 from .threadpool import native
 
 
@@ -89,6 +91,7 @@ class Module:
         ret = "int32_t" if signature.checks else "void"
         self._fn = ffi.cast(f"{ret} (*)({', '.join(arg_types) or 'void'})", address)
         self._packed = ffi.cast("void (*)(int64_t *)", packed_address)
+        self._fast = fast_caller(signature, address)
 
     @property
     def name(self) -> str:
@@ -107,6 +110,16 @@ class Module:
             IndexError: an index read from data fell outside its buffer; the kernel ran to the
                 end with such reads giving 0 and such writes skipped.
         """
+        fast = self._fast
+        if fast is not None:
+            # Plain numpy arrays are checked and passed in C; anything else (other array types,
+            # any argument that fails a check) gives NotImplemented and takes the Python path,
+            # which converts it or raises the error naming the argument.
+            status = fast(args)
+            if status is None:
+                return
+            if status is not NotImplemented:
+                raise self.signature.index_error(status)
         arrays, shape_values = self._checker.check(args)
         from_buffer = self._ffi.from_buffer
         status = self._fn(*[from_buffer(a) for a in arrays], *shape_values)

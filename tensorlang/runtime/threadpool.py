@@ -16,6 +16,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -54,17 +55,30 @@ def cache_dir() -> Path:
     return path
 
 
+def build_extension(target: Path, compile_in: Callable[[str], str]) -> None:
+    """Run `compile_in(tmpdir)` (which returns the path of the extension it built) in a private
+    directory and move the result to `target` atomically, so that processes starting together
+    never load a half-written file."""
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        os.replace(compile_in(tmp), target)
+
+
+def load_extension(module_name: str, path: Path) -> ModuleType:
+    """Import the extension module at `path` (whose init function is `PyInit_<module_name>`)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _build(source: str, module_name: str, target: Path) -> None:
-    """Compile the extension in a private directory and move it into place atomically, so that
-    processes starting together never load a half-written file."""
     import cffi
 
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     ffi.set_source(module_name, source, extra_compile_args=["-O2"], libraries=["pthread"])
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = ffi.compile(tmpdir=tmp, verbose=False)
-        os.replace(built, target)
+    build_extension(target, lambda tmp: ffi.compile(tmpdir=tmp, verbose=False))
 
 
 @functools.cache
@@ -77,10 +91,7 @@ def native() -> ModuleType:
     path = cache_dir() / f"{module_name}{suffix}"
     if not path.exists():
         _build(source, module_name, path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_extension(module_name, path)
     _register(module)
     return module
 
