@@ -399,6 +399,13 @@ def _cast(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     return [im.op("cast", x, dtype=dtype)]
 
 
+@_converter("CastLike")
+def _cast_like(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    attrs.get("saturate")  # only concerns float8 targets
+    x, dtype = inputs[0], dtype_of(inputs[1])
+    return [x if dtype_of(x) == dtype else im.op("cast", x, dtype=dtype)]
+
+
 @_converter("Identity", "Dropout")
 def _identity(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     if im.node.op_type == "Dropout":
@@ -630,9 +637,10 @@ def _reduce_axes(im: _Importer, inputs: list, attrs: _Attrs) -> tuple | None | b
         axes = None if axes_value is None else im.ints(axes_value, "axes")
     else:
         axes = attrs.get("axes")
+    noop = attrs.get("noop_with_empty_axes", 0)
     if axes:
         return tuple(axes)
-    return False if attrs.get("noop_with_empty_axes", 0) else None
+    return False if noop else None
 
 
 @_converter(*_REDUCE)
