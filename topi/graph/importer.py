@@ -126,3 +126,60 @@ class GraphWriter:
         y = self.op("batch_matmul", self.reshape(a, (batch, m, k)),
                     self.reshape(b_nk, (batch, n, k)))
         return self.reshape(y, (*sa[:-1], n))
+
+    def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,
+                  is_causal: bool = False, scale: float | None = None) -> Value:
+        """Scaled dot-product attention, softmax(q kᵀ * scale + mask) v, over the last two axes
+        (PyTorch's `scaled_dot_product_attention`, ONNX's Attention).
+
+        q is (..., Hq, L, D), k (..., Hkv, S, D) and v (..., Hkv, S, Dv) with equal leading axes;
+        Hq a multiple of Hkv is grouped-query attention (query head h reads key/value head
+        h // (Hq // Hkv)). It becomes two 3-D batch_matmuls around a softmax: the queries of a
+        group are folded into the rows, (B * Hkv, G * L, D), so keys and values are read once per
+        key/value head, never repeated per query head. `mask` broadcasts against (..., Hq, L, S):
+        a bool mask says where to attend, a float mask is added to the scores; `is_causal` attends
+        to the keys up to the query's own position (aligned top-left, as PyTorch's).
+        """
+        sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
+        if len(sq) < 3 or len(sk) != len(sq) or len(sv) != len(sq):
+            raise UnsupportedError(f"attention of ranks {len(sq)}, {len(sk)}, {len(sv)} "
+                                   "(queries, keys and values need a head axis)")
+        *lead, heads, length, depth = sq
+        kv_heads, keys = sk[-3], sk[-2]
+        if sk[:-3] != tuple(lead) or sv[:-3] != tuple(lead) or heads % kv_heads or \
+                sv[-3] != kv_heads or sv[-2] != keys or sk[-1] != depth:
+            raise UnsupportedError(f"attention of shapes {sq}, {sk}, {sv}")
+        batch, group, out_depth = math.prod(lead), heads // kv_heads, sv[-1]
+        dtype = dtype_of(q)
+        scores = self.op("batch_matmul", self.reshape(q, (batch * kv_heads, group * length, depth)),
+                         self.reshape(k, (batch * kv_heads, keys, depth)))
+        scale = 1.0 / math.sqrt(depth) if scale is None else float(scale)
+        scores = self.op("multiply", scores, np.array(scale, dtype))
+        if is_causal:
+            if mask is not None:
+                raise UnsupportedError("attention with both a mask and is_causal")
+            mask = np.tril(np.ones((length, keys), bool))
+        if mask is not None:
+            mask = self._additive_mask(mask, dtype)
+            sm = shape_of(mask)
+            if len(sm) > len(sq):
+                raise UnsupportedError(f"attention mask of shape {sm} for queries of shape {sq}")
+            sm = (1,) * (len(sq) - len(sm)) + sm
+            mask_batch = math.prod(sm[:-3])
+            if mask_batch not in (1, batch) or sm[-3] not in (1, heads):
+                raise UnsupportedError(f"attention mask of shape {sm} for queries of shape {sq}")
+            mask_heads = (kv_heads, group) if sm[-3] == heads else (1, 1)
+            grouped = (batch, kv_heads, group, length, keys)
+            mask = self.reshape(mask, (mask_batch, *mask_heads, *sm[-2:]))
+            scores = self.reshape(self.op("add", self.reshape(scores, grouped), mask),
+                                  (batch * kv_heads, group * length, keys))
+        probs = self.op("softmax", scores, axis=-1)
+        out = self.matmul(probs, self.reshape(v, (batch * kv_heads, keys, out_depth)))
+        return self.reshape(out, (*lead, heads, length, out_depth))
+
+    def _additive_mask(self, mask: Value, dtype: str) -> Value:
+        """An attention mask as values to add to the scores: a bool mask's False becomes the
+        dtype's most negative finite value (so a row that masks everything stays finite)."""
+        if dtype_of(mask) != "bool":
+            return mask if dtype_of(mask) == dtype else self.op("cast", mask, dtype=dtype)
+        return self.op("where", mask, np.array(0, dtype), np.array(np.finfo(dtype).min, dtype))

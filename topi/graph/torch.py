@@ -14,15 +14,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from .graph import Graph
+from .graph import Graph, Node
+from .passes import remove_dead_nodes
 from .importer import (
     GraphWriter,
     UnsupportedError,
@@ -42,34 +45,89 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("topi.graph.from_torch needs PyTorch: pip install -e .[torch]") from err
 
 
-def from_torch(module: torch.nn.Module, example_inputs: Sequence[Any]) -> Graph:
-    """Import a PyTorch module (put in eval mode) traced on `example_inputs`.
+def from_torch(module: Any, example_inputs: Sequence[Any],
+               dynamic_shapes: Any = None) -> Graph:
+    """Import a PyTorch program: a module (put in eval mode) traced on `example_inputs`, or a
+    program already exported.
+
+    The program is functionalized and decomposed to core ATen (`run_decompositions`), so in-place
+    and view ops arrive as functional ones; `scaled_dot_product_attention` is kept whole and
+    becomes one attention composite (`GraphWriter.attention`). Every ATen op is checked first:
+    an import that cannot finish reports all unsupported ops at once. A Hugging Face
+    transformers model (a module with a `config.use_cache`) is exported with its key/value
+    cache off, as `torch.export` cannot return a cache object; the flag is restored afterwards.
 
     Args:
-        module: the `nn.Module`, or an already exported `torch.export.ExportedProgram`.
+        module: an `nn.Module`, a `torch.fx.GraphModule` (as `torch.compile` hands over) or an
+            already exported `torch.export.ExportedProgram`.
         example_inputs: a tuple of tensors (the positional arguments of `forward`); they fix the
             input shapes and dtypes.
+        dynamic_shapes: `torch.export`'s dynamic shapes; symbolic dims are not translated yet,
+            so anything but None raises NotImplementedError.
 
     Returns:
         The Graph, with one input per tensor argument (named as `forward`'s parameters) and the
         module's outputs in order.
 
     Raises:
-        UnsupportedError: an ATen op or argument the frontend does not translate.
+        UnsupportedError: ATen ops or arguments the frontend does not translate (every op at once,
+            with its count and first node).
+        NotImplementedError: symbolic dims (`dynamic_shapes`, or a program exported with them).
         TypeError: a tensor of an unsupported dtype, or arguments of the wrong type.
     """
+    if dynamic_shapes is not None:
+        raise NotImplementedError("from_torch: symbolic dims (dynamic_shapes) are not supported "
+                                  "yet; export with static shapes (dynamic_shapes=None)")
     if isinstance(module, ExportedProgram):
         program = module
     elif isinstance(module, torch.nn.Module):
         if not isinstance(example_inputs, (tuple, list)) or not all(
                 isinstance(t, torch.Tensor) for t in example_inputs):
             raise TypeError("from_torch: example_inputs must be a tuple of tensors")
-        with torch.no_grad():
+        with torch.no_grad(), _cache_off(module):
             program = torch.export.export(module.eval(), tuple(example_inputs))
     else:
-        raise TypeError(f"from_torch: expected an nn.Module or an ExportedProgram, got "
-                        f"{type(module).__name__}")
+        raise TypeError(f"from_torch: expected an nn.Module, a GraphModule or an ExportedProgram, "
+                        f"got {type(module).__name__}")
+    program = _functional(program)
+    _check_supported(program)
     return _Importer(program).run()
+
+
+@contextlib.contextmanager
+def _cache_off(module: torch.nn.Module) -> Iterator[None]:
+    """A transformers model with its key/value cache off (a cache object is no exportable
+    output), restored afterwards."""
+    config = getattr(module, "config", None)
+    if not getattr(config, "use_cache", False):
+        yield
+        return
+    config.use_cache = False
+    try:
+        yield
+    finally:
+        config.use_cache = True
+
+
+def _functional(program: ExportedProgram) -> ExportedProgram:
+    """The program in core ATen with no in-place or view ops, attention kept whole."""
+    table = torch.export.default_decompositions()
+    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+    return program.run_decompositions(table)
+
+
+def _check_supported(program: ExportedProgram) -> None:
+    """Raise one UnsupportedError naming every op without a converter (count, first node)."""
+    missing: dict[str, list[str]] = {}
+    for fx in program.graph.nodes:
+        if fx.op == "call_function" and fx.target is not operator.getitem and \
+                _lookup(str(fx.target)) is None:
+            missing.setdefault(str(fx.target), []).append(fx.name)
+    if missing:
+        lines = [f"  {op}: {len(nodes)} (first node {nodes[0]!r})"
+                 for op, nodes in sorted(missing.items())]
+        raise UnsupportedError(f"from_torch: the program uses {len(missing)} unsupported ATen "
+                               f"op(s) (op: count, first node):\n" + "\n".join(lines))
 
 
 Converter = Callable[..., Any]
@@ -86,6 +144,11 @@ def _converter(*names: str) -> Callable[[Converter], Converter]:
         return fn
 
     return register
+
+
+def _lookup(name: str) -> Converter | None:
+    """The converter of an ATen overload ("aten.add.Tensor"), or of its packet ("aten.add")."""
+    return _CONVERTERS.get(name) or _CONVERTERS.get(name.rsplit(".", 1)[0])
 
 
 class _Missing:
@@ -109,6 +172,7 @@ class _Importer(GraphWriter):
         self.env: dict[str, Any] = {}
         self.where = "from_torch"
         self.current = ""  # the ATen overload being converted (converters of several read it)
+        self.fx: Any = None  # its FX node (whose metadata holds the traced output)
 
     def run(self) -> Graph:
         sig = self.program.graph_signature
@@ -136,6 +200,8 @@ class _Importer(GraphWriter):
                     outputs = fx.args[0] if isinstance(fx.args[0], (tuple, list)) else fx.args
                     for out in outputs:
                         self.graph.output(self.as_node(self._arg(out)))
+                    # keys and values that attention reads unrepeated leave their copies dead
+                    self.graph = remove_dead_nodes(self.graph)
                 else:
                     raise UnsupportedError(f"unsupported FX node kind {fx.op!r}")
             except (UnsupportedError, TypeError, ValueError) as err:
@@ -148,8 +214,10 @@ class _Importer(GraphWriter):
         val = fx.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise UnsupportedError("a non-tensor input")
-        dtype = str(val.dtype).removeprefix("torch.")
-        return self.graph.input(fx.name, tuple(int(d) for d in val.shape), dtype)
+        if not all(isinstance(d, int) for d in val.shape):
+            raise NotImplementedError(f"input {fx.name!r} has symbolic dims {tuple(val.shape)}: "
+                                      "from_torch supports static shapes only for now")
+        return self.graph.input(fx.name, tuple(val.shape), _dtype_name(val.dtype))
 
     def _arg(self, a: Any) -> Any:
         """An FX argument with nodes replaced by their values."""
@@ -169,12 +237,37 @@ class _Importer(GraphWriter):
             value = seq[index]
             return _Missing(f"output {index} of {fx.args[0].target}") if value is None else value
         name = self.current = str(target)
-        converter = _CONVERTERS.get(name) or _CONVERTERS.get(name.rsplit(".", 1)[0])
+        self.fx = fx
+        converter = _lookup(name)
         if converter is None:
             raise UnsupportedError(f"unsupported op {name}")
         args = [self._arg(a) for a in fx.args]
         kwargs = {k: self._arg(v) for k, v in fx.kwargs.items()}
         return converter(self, *args, **kwargs)
+
+    def out_dtype(self) -> str:
+        """The dtype of the traced output of the node being converted (its first output)."""
+        val = self.fx.meta.get("val")
+        val = val[0] if isinstance(val, (tuple, list)) else val
+        return _dtype_name(val.dtype)
+
+    def out_shape(self) -> tuple[int, ...]:
+        val = self.fx.meta.get("val")
+        val = val[0] if isinstance(val, (tuple, list)) else val
+        return tuple(int(d) for d in val.shape)
+
+    def promote(self, a: Any, b: Any) -> tuple[Value, Value]:
+        """The two operands of the node being converted in their common dtype, by PyTorch's
+        type promotion (a Python number becomes an array of that dtype)."""
+        traced = [v.meta["val"] if isinstance(v, torch.fx.Node) else v for v in self.fx.args[:2]]
+        dtype = _dtype_name(torch.result_type(*traced))
+        return self.cast(a, dtype), self.cast(b, dtype)
+
+    def cast(self, value: Any, dtype: str) -> Value:
+        """`value` (a tensor or a Python number) as `dtype`."""
+        if not isinstance(value, (Node, np.ndarray)):
+            return np.array(value, dtype)
+        return value if dtype_of(value) == dtype else self.op("cast", value, dtype=dtype)
 
     def scalar(self, value: Any, like: Value) -> Value:
         """A Python number as a 0-d array of `like`'s dtype (PyTorch's type promotion for a
@@ -184,6 +277,10 @@ class _Importer(GraphWriter):
                     f"an integer tensor with the float scalar {value} (PyTorch promotes it)")
             return np.array(value, dtype_of(like))
         return value
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _check_dtype_kwarg(dtype: Any) -> None:
@@ -246,24 +343,27 @@ def _hardsigmoid(im: _Importer, x: Value) -> Value:
 
 def _binary(op: str) -> Converter:
     def convert(im: _Importer, a: Any, b: Any, alpha: Any = 1, rounding_mode: Any = None) -> Value:
-        require(rounding_mode is None, f"rounding_mode={rounding_mode!r}")
-        a = im.scalar(a, b)
-        b = im.scalar(b, a)
+        # The traced output's dtype is PyTorch's promotion of the operands (true division of
+        # integers included), and topi computes in the dtype of its operands.
+        dtype = im.out_dtype()
+        a, b = im.cast(a, dtype), im.cast(b, dtype)
         if alpha != 1:
             require(op in ("add", "subtract"), "alpha")
-            b = im.op("multiply", b, np.array(alpha, dtype_of(b)))
-        if dtype_of(a) != dtype_of(b):
-            raise TypeError(f"operands have different dtypes {dtype_of(a)} and {dtype_of(b)}")
-        # PyTorch's true division of integers gives floats; topi's divide keeps the dtype.
-        require(op != "divide" or dtype_of(a).startswith("float"), "integer true division")
-        return im.op(op, a, b)
+            b = im.op("multiply", b, np.array(alpha, dtype))
+        name = op
+        if rounding_mode is not None:
+            require(op == "divide" and rounding_mode in ("floor", "trunc"),
+                    f"rounding_mode={rounding_mode!r}")
+            name = f"{rounding_mode}_divide"
+        return im.op(name, a, b)
 
     return convert
 
 
 for _aten, _op in {"aten.add": "add", "aten.sub": "subtract", "aten.mul": "multiply",
                    "aten.div": "divide", "aten.pow": "power", "aten.maximum": "maximum",
-                   "aten.minimum": "minimum"}.items():
+                   "aten.minimum": "minimum", "aten.fmod": "fmod", "aten.remainder": "mod",
+                   "aten.floor_divide": "floor_divide"}.items():
     _converter(_aten)(_binary(_op))
 
 
@@ -536,14 +636,6 @@ def _t(im: _Importer, x: Value) -> Value:
     return x if len(shape_of(x)) < 2 else im.op("transpose", x, axes=(1, 0))
 
 
-@_converter("aten.expand")
-def _expand(im: _Importer, x: Value, sizes: Sequence[int], implicit: bool = False) -> Value:
-    target = tuple(int(s) if s != -1 else d for s, d in zip(sizes, shape_of(x)))
-    require(len(sizes) == len(shape_of(x)) and target == shape_of(x),
-            f"expand of {shape_of(x)} to {tuple(sizes)} (only no-op expands)")
-    return x
-
-
 @_converter("aten.cat", "aten.concat")
 def _cat(im: _Importer, tensors: Sequence[Value], dim: int = 0) -> Value:
     return im.op("concatenate", *tensors, axis=int(dim))
@@ -594,3 +686,465 @@ def _split(im: _Importer, x: Value, sizes: Any, dim: int = 0) -> list:
     return [im.op("strided_slice", x, begin=(int(b),), end=(int(e),), strides=(1,), axes=(dim,))
             for b, e in itertools.pairwise(bounds)]
 
+
+
+@_converter("aten.unbind")
+def _unbind(im: _Importer, x: Value, dim: int = 0) -> list:
+    dim = dim % len(shape_of(x))
+    return [_select(im, x, dim, k) for k in range(shape_of(x)[dim])]
+
+
+@_converter("aten.expand")
+def _expand(im: _Importer, x: Value, sizes: Sequence[int], implicit: bool = False) -> Value:
+    shape = im.out_shape()
+    if shape == shape_of(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return np.broadcast_to(x, shape).copy()
+    return im.op("broadcast_to", x, shape=shape)
+
+
+@_converter("aten.repeat")
+def _repeat(im: _Importer, x: Value, repeats: Sequence[int]) -> Value:
+    reps = tuple(int(r) for r in repeats)
+    x = im.reshape(x, (1,) * (len(reps) - len(shape_of(x))) + shape_of(x))
+    return x if all(r == 1 for r in reps) else im.op("tile", x, reps=reps)
+
+
+@_converter("aten.copy")
+def _copy(im: _Importer, x: Value, src: Value, non_blocking: bool = False) -> Value:
+    """The functional copy_: `src` broadcast to `x`'s shape in `x`'s dtype."""
+    src = im.cast(src, dtype_of(x))
+    if shape_of(src) == shape_of(x):
+        return src
+    if isinstance(src, np.ndarray):
+        return np.broadcast_to(src, shape_of(x)).copy()
+    return im.op("broadcast_to", src, shape=shape_of(x))
+
+
+@_converter("aten.as_strided")
+def _as_strided(im: _Importer, x: Value, size: Sequence[int], stride: Sequence[int],
+                storage_offset: Any = None) -> Value:
+    """A strided view of `x`'s elements (read in row-major order): the identity when it keeps the
+    shape and the row-major strides of every axis longer than one (adaptive pooling's
+    channels-last view), otherwise a gather at the element offsets, which are known now."""
+    size, stride = tuple(int(d) for d in size), tuple(int(d) for d in stride)
+    offset = int(storage_offset or 0)
+    contiguous = tuple(math.prod(size[k + 1:]) for k in range(len(size)))
+    if size == shape_of(x) and offset == 0 and all(
+            s == c for d, s, c in zip(size, stride, contiguous) if d != 1):
+        return x
+    index = np.full(size, offset, np.int64)
+    for axis, (d, s) in enumerate(zip(size, stride)):
+        index += (np.arange(d, dtype=np.int64) * s).reshape(
+            (1,) * axis + (d,) + (1,) * (len(size) - axis - 1))
+    return im.op("take", im.reshape(x, (-1,)), index, axis=0)
+
+
+@_converter("aten.constant_pad_nd")
+def _constant_pad_nd(im: _Importer, x: Value, pad: Sequence[int], value: Any = 0) -> Value:
+    """PyTorch's pad list runs from the last axis backwards, (before, after) per axis; negative
+    pads crop."""
+    ndim = len(shape_of(x))
+    before, after = [0] * ndim, [0] * ndim
+    for k in range(len(pad) // 2):
+        before[ndim - 1 - k], after[ndim - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
+    if any(p < 0 for p in before + after):
+        shape = shape_of(x)
+        x = im.op("strided_slice", x, begin=tuple(max(-p, 0) for p in before),
+                  end=tuple(d - max(-p, 0) for d, p in zip(shape, after)),
+                  strides=(1,) * ndim, axes=tuple(range(ndim)))
+        before, after = [max(p, 0) for p in before], [max(p, 0) for p in after]
+    if not any(before + after):
+        return x
+    return im.op("pad", x, pad_before=tuple(before), pad_after=tuple(after),
+                 pad_value=float(value))
+
+
+def _padding_mode(mode: str) -> Converter:
+    def convert(im: _Importer, x: Value, padding: Sequence[int]) -> Value:
+        ndim = len(shape_of(x))
+        before, after = [0] * ndim, [0] * ndim
+        for k in range(len(padding) // 2):
+            before[ndim - 1 - k], after[ndim - 1 - k] = int(padding[2 * k]), int(padding[2 * k + 1])
+        return im.op("pad", x, pad_before=tuple(before), pad_after=tuple(after), mode=mode)
+
+    return convert
+
+
+for _aten, _mode in {"aten.reflection_pad1d": "reflect", "aten.reflection_pad2d": "reflect",
+                     "aten.reflection_pad3d": "reflect", "aten.replication_pad1d": "edge",
+                     "aten.replication_pad2d": "edge", "aten.replication_pad3d": "edge"}.items():
+    _converter(_aten)(_padding_mode(_mode))
+
+
+# -- values made at import time ------------------------------------------------------------------
+
+
+@_converter("aten.arange")
+def _arange(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
+    bounds = [a for a in args if isinstance(a, (int, float))]
+    start, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], 1) \
+        if len(bounds) == 2 else bounds[:3]
+    values = np.arange(start, end, step)
+    return values.astype(im.out_dtype()) if values.shape == im.out_shape() else \
+        (start + step * np.arange(im.out_shape()[0])).astype(im.out_dtype())
+
+
+@_converter("aten.full", "aten.full_like", "aten.zeros", "aten.zeros_like", "aten.ones",
+            "aten.ones_like", "aten.empty", "aten.empty_like", "aten.new_full", "aten.new_zeros",
+            "aten.new_ones", "aten.new_empty", "aten.scalar_tensor", "aten.empty_strided",
+            "aten.fill")
+def _full(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
+    """A constant tensor of the traced shape and dtype (empty tensors hold zeros)."""
+    name = im.current.split(".")[1]
+    fills = {"zeros": 0, "ones": 1, "empty": 0}
+    kind = name.removeprefix("new_").removesuffix("_like").removesuffix("_strided")
+    if kind in fills:
+        value = fills[kind]
+    elif name == "scalar_tensor":
+        value = args[0]
+    else:  # full(size, value), full_like(x, value), new_full(x, size, value), fill(x, value)
+        value = kwargs.get("fill_value", args[2] if name == "new_full" else args[1])
+    require(not isinstance(value, (Node, np.ndarray)) or isinstance(value, np.ndarray) and
+            value.size == 1, "a fill value that is a tensor computed at run time")
+    return np.full(im.out_shape(), np.asarray(value).item(), im.out_dtype())
+
+
+# -- comparisons, logic and selection ------------------------------------------------------------
+
+for _aten, _op in {"aten.eq": "equal", "aten.ne": "not_equal", "aten.lt": "less",
+                   "aten.le": "less_equal", "aten.gt": "greater",
+                   "aten.ge": "greater_equal"}.items():
+    _converter(_aten)(lambda im, a, b, _op=_op: im.op(_op, *im.promote(a, b)))
+
+
+def _as_bool(im: _Importer, x: Value) -> Value:
+    return x if dtype_of(x) == "bool" else im.op("not_equal", x, np.array(0, dtype_of(x)))
+
+
+def _logical(op: str) -> Converter:
+    def convert(im: _Importer, a: Value, b: Value) -> Value:
+        if "bitwise" in im.current:
+            require(dtype_of(a) == dtype_of(b) == "bool", "bitwise ops on integers")
+        return im.op(op, _as_bool(im, a), _as_bool(im, b))
+
+    return convert
+
+
+for _name in ("and", "or", "xor"):
+    _converter(f"aten.logical_{_name}", f"aten.bitwise_{_name}")(_logical(f"logical_{_name}"))
+
+
+@_converter("aten.logical_not", "aten.bitwise_not")
+def _logical_not(im: _Importer, x: Value) -> Value:
+    require("logical" in im.current or dtype_of(x) == "bool", "bitwise_not of integers")
+    return im.op("logical_not", _as_bool(im, x))
+
+
+@_converter("aten.where")
+def _where(im: _Importer, cond: Value, a: Any, b: Any) -> Value:
+    dtype = im.out_dtype()
+    return im.op("where", _as_bool(im, cond), im.cast(a, dtype), im.cast(b, dtype))
+
+
+@_converter("aten.masked_fill")
+def _masked_fill(im: _Importer, x: Value, mask: Value, value: Any) -> Value:
+    return im.op("where", _as_bool(im, mask), im.cast(value, dtype_of(x)), x)
+
+
+def _bool_reduction(op: str) -> Converter:
+    def convert(im: _Importer, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+        axes = None if dim in (None, [], ()) else tuple(dim) if isinstance(dim, (list, tuple)) \
+            else (int(dim),)
+        return im.op(op, _as_bool(im, x), axis=axes, keepdims=bool(keepdim))
+
+    return convert
+
+
+_converter("aten.any")(_bool_reduction("any"))
+_converter("aten.all")(_bool_reduction("all"))
+
+
+# -- more elementwise math -----------------------------------------------------------------------
+
+for _aten, _op in {"aten.sin": "sin", "aten.cos": "cos", "aten.floor": "floor",
+                   "aten.ceil": "ceil", "aten.round": "round", "aten.trunc": "trunc",
+                   "aten.sign": "sign", "aten.log1p": "log1p", "aten.expm1": "expm1",
+                   "aten.isnan": "isnan", "aten.isinf": "isinf", "aten.silu": "silu",
+                   "aten.mish": "mish", "aten.softsign": "softsign"}.items():
+    _converter(_aten)(_unary(_op))
+
+
+@_converter("aten.elu")
+def _elu(im: _Importer, x: Value, alpha: float = 1.0, scale: float = 1.0,
+         input_scale: float = 1.0) -> Value:
+    if (alpha, scale, input_scale) == (1.6732632423543772, 1.0507009873554805, 1.0):
+        return im.op("selu", x)
+    require(scale == 1 and input_scale == 1, "elu with scale or input_scale")
+    return im.op("elu", x, alpha=float(alpha))
+
+
+@_converter("aten.celu")
+def _celu(im: _Importer, x: Value, alpha: float = 1.0) -> Value:
+    return im.op("celu", x, alpha=float(alpha))
+
+
+@_converter("aten.selu")
+def _selu(im: _Importer, x: Value) -> Value:
+    return im.op("selu", x)
+
+
+@_converter("aten.softplus")
+def _softplus(im: _Importer, x: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
+    return im.op("softplus", x, beta=float(beta), threshold=float(threshold))
+
+
+@_converter("aten.prelu", "aten._prelu_kernel")
+def _prelu(im: _Importer, x: Value, weight: Value) -> Value:
+    ndim = len(shape_of(x))
+    if len(shape_of(weight)) == 1 and ndim >= 2:  # one slope per channel (axis 1)
+        weight = im.reshape(weight, (shape_of(weight)[0],) + (1,) * (ndim - 2))
+    return im.op("prelu", x, weight)
+
+
+# -- more reductions -----------------------------------------------------------------------------
+
+
+@_converter("aten.prod")
+def _prod(im: _Importer, x: Value, dim: Any = None, keepdim: bool = False,
+          dtype: Any = None) -> Value:
+    x = im.cast(x, im.out_dtype())
+    return im.op("prod", x, axis=None if dim is None else (int(dim),), keepdims=bool(keepdim))
+
+
+def _arg_reduction(op: str) -> Converter:
+    def convert(im: _Importer, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+        return im.op(op, x, axis=None if dim is None else int(dim), keepdims=bool(keepdim))
+
+    return convert
+
+
+_converter("aten.argmax")(_arg_reduction("argmax"))
+_converter("aten.argmin")(_arg_reduction("argmin"))
+
+
+@_converter("aten.max.dim", "aten.min.dim")
+def _max_dim(im: _Importer, x: Value, dim: int, keepdim: bool = False) -> tuple:
+    op = "max" if "max" in im.current else "min"
+    return (im.op(op, x, axis=(int(dim),), keepdims=bool(keepdim)),
+            im.op(f"arg{op}", x, axis=int(dim), keepdims=bool(keepdim)))
+
+
+@_converter("aten.max.default", "aten.min.default")
+def _max_all(im: _Importer, x: Value) -> Value:
+    return im.op("max" if "max" in im.current else "min", x)
+
+
+@_converter("aten.var", "aten.std")
+def _var(im: _Importer, x: Value, dim: Any = None, *args: Any, correction: Any = None,
+         keepdim: bool = False, unbiased: Any = None) -> Value:
+    """The variance (or standard deviation) from the mean of squared deviations, with Bessel's
+    correction (PyTorch's default of 1)."""
+    if args:  # var.dim(x, dim, unbiased, keepdim)
+        unbiased = args[0]
+        keepdim = args[1] if len(args) > 1 else keepdim
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    axes = tuple(range(len(shape_of(x)))) if dim in (None, [], ()) else \
+        tuple(d % len(shape_of(x)) for d in (dim if isinstance(dim, (list, tuple)) else [dim]))
+    count = math.prod(shape_of(x)[a] for a in axes)
+    centred = im.op("subtract", x, im.op("mean", x, axis=axes, keepdims=True))
+    total = im.op("sum", im.op("multiply", centred, centred), axis=axes, keepdims=bool(keepdim))
+    var = im.op("divide", total, np.array(max(count - float(correction), 0), dtype_of(x)))
+    return im.op("sqrt", var) if "std" in im.current else var
+
+
+@_converter("aten.linalg_vector_norm")
+def _vector_norm(im: _Importer, x: Value, ord: Any = 2, dim: Any = None, keepdim: bool = False,
+                 dtype: Any = None) -> Value:
+    _check_dtype_kwarg(dtype)
+    axes = None if dim in (None, [], ()) else tuple(dim) if isinstance(dim, (list, tuple)) \
+        else (int(dim),)
+    keep = bool(keepdim)
+    magnitude = im.op("abs", x)
+    if ord == math.inf:
+        return im.op("max", magnitude, axis=axes, keepdims=keep)
+    if ord == -math.inf:
+        return im.op("min", magnitude, axis=axes, keepdims=keep)
+    if ord == 1:
+        return im.op("sum", magnitude, axis=axes, keepdims=keep)
+    if ord == 2:
+        return im.op("sqrt", im.op("sum", im.op("multiply", x, x), axis=axes, keepdims=keep))
+    require(isinstance(ord, (int, float)) and ord > 0, f"ord={ord}")
+    powered = im.op("power", magnitude, np.array(ord, dtype_of(x)))
+    return im.op("power", im.op("sum", powered, axis=axes, keepdims=keep),
+                 np.array(1.0 / ord, dtype_of(x)))
+
+
+@_converter("aten.cumsum")
+def _cumsum(im: _Importer, x: Value, dim: int, dtype: Any = None) -> Value:
+    x = im.cast(x, im.out_dtype())  # bool and small integers sum as int64
+    return im.op("cumsum", x, axis=int(dim) % max(len(shape_of(x)), 1))
+
+
+@_converter("aten.tril", "aten.triu")
+def _trilu(im: _Importer, x: Value, diagonal: int = 0) -> Value:
+    return im.op("trilu", x, k=int(diagonal), upper="triu" in im.current)
+
+
+# -- indexing ------------------------------------------------------------------------------------
+
+
+@_converter("aten.gather")
+def _gather(im: _Importer, x: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
+    return im.op("gather_elements", x, index, axis=int(dim) % len(shape_of(x)))
+
+
+@_converter("aten.index.Tensor")
+def _index(im: _Importer, x: Value, indices: Sequence[Value | None]) -> Value:
+    """Advanced indexing `x[i0, i1, ...]` with integer (or, known now, bool) index tensors at
+    some axes: the indexed axes are moved together, merged into one, and read with one take at
+    the flat positions, whose broadcast shape replaces them (first when the indexed axes were
+    not adjacent, as numpy does)."""
+    ndim = len(shape_of(x))
+    indices = list(indices) + [None] * (ndim - len(indices))
+    expanded: list[Value | None] = []
+    for idx in indices:  # a bool mask stands for the integer positions where it is true
+        if idx is not None and dtype_of(idx) == "bool":
+            require(isinstance(idx, np.ndarray), "a bool index computed at run time")
+            expanded.extend(np.nonzero(idx))
+        else:
+            expanded.append(idx)
+    indices = expanded + [None] * (ndim - len(expanded))
+    if isinstance(x, np.ndarray) and all(i is None or isinstance(i, np.ndarray) for i in indices):
+        return np.asarray(x[tuple(slice(None) if i is None else i for i in indices)])
+    axes = [a for a, i in enumerate(indices) if i is not None]
+    tensors = [indices[a] for a in axes]
+    shape = shape_of(x)
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if not adjacent:  # numpy puts the index dims first: move the indexed axes to the front
+        rest = [a for a in range(ndim) if a not in axes]
+        x = im.op("transpose", x, axes=tuple(axes + rest))
+        shape = tuple(shape[a] for a in axes + rest)
+        axes = list(range(len(axes)))
+    first, count = axes[0], len(axes)
+    sizes = shape[first:first + count]
+    flat = _flat_index(im, tensors, sizes)
+    merged = im.reshape(x, (*shape[:first], math.prod(sizes), *shape[first + count:]))
+    return im.op("take", merged, flat, axis=first)
+
+
+def _flat_index(im: _Importer, tensors: Sequence[Value], sizes: Sequence[int]) -> Value:
+    """Row-major positions in the merged axes of `sizes` of the broadcast index tensors
+    (negative indices wrap)."""
+    flat: Value | None = None
+    for idx, size in zip(tensors, sizes):
+        idx = im.cast(idx, "int64")
+        idx = im.op("where", im.op("less", idx, np.array(0, "int64")),
+                    im.op("add", idx, np.array(size, "int64")), idx) \
+            if len(tensors) > 1 else idx  # take wraps a single index itself
+        flat = idx if flat is None else im.op(
+            "add", im.op("multiply", flat, np.array(size, "int64")), idx)
+    return flat
+
+
+@_converter("aten.slice_scatter")
+def _slice_scatter(im: _Importer, x: Value, src: Value, dim: int = 0, start: Any = None,
+                   end: Any = None, step: int = 1) -> Value:
+    """x with x[start:end:step] along `dim` replaced by `src`: pieces concatenated for a step of
+    one, otherwise one take over x and src side by side at positions known now."""
+    dim = dim % len(shape_of(x))
+    n = shape_of(x)[dim]
+    start, stop, step = slice(start, end, int(step)).indices(n)
+    positions = list(range(start, stop, step))
+    src = im.cast(src, dtype_of(x))
+    if isinstance(x, np.ndarray) and isinstance(src, np.ndarray):
+        out = x.copy()
+        out[(slice(None),) * dim + (slice(start, stop, step),)] = src
+        return out
+    if step == 1:
+        pieces = [im.op("strided_slice", x, begin=(0,), end=(start,), strides=(1,), axes=(dim,))
+                  if start > 0 else None, src,
+                  im.op("strided_slice", x, begin=(stop,), end=(n,), strides=(1,), axes=(dim,))
+                  if stop < n else None]
+        pieces = [p for p in pieces if p is not None]
+        return pieces[0] if len(pieces) == 1 else im.op("concatenate", *pieces, axis=dim)
+    where = {p: n + k for k, p in enumerate(positions)}
+    order = np.array([where.get(p, p) for p in range(n)], np.int64)
+    return im.op("take", im.op("concatenate", x, src, axis=dim), order, axis=dim)
+
+
+@_converter("aten.select_scatter")
+def _select_scatter(im: _Importer, x: Value, src: Value, dim: int, index: int) -> Value:
+    dim = dim % len(shape_of(x))
+    index = int(index) % shape_of(x)[dim]
+    src = im.reshape(src, (*shape_of(src)[:dim], 1, *shape_of(src)[dim:]))
+    return _slice_scatter(im, x, src, dim, index, index + 1, 1)
+
+
+# -- resizing ------------------------------------------------------------------------------------
+
+
+def _resize_size(im: _Importer, x: Value, scales: Sequence[Any]) -> tuple[int, int]:
+    """The output size; a scale factor given with it must be out / in (PyTorch maps coordinates
+    by a given scale factor, resize2d by the sizes)."""
+    _four_d(x)
+    size = im.out_shape()[2:]
+    factors = [s for s in scales if s is not None]
+    factors = list(factors[0]) if len(factors) == 1 and isinstance(factors[0], (list, tuple)) \
+        else factors
+    for factor, n_in, n_out in zip(factors, shape_of(x)[2:], size):
+        require(factor is None or math.isclose(float(factor), n_out / n_in),
+                f"scale factor {factor} other than output / input size ({n_out} / {n_in})")
+    return size[0], size[1]
+
+
+@_converter("aten.upsample_nearest2d")
+def _upsample_nearest2d(im: _Importer, x: Value, output_size: Any, *scales: Any) -> Value:
+    """PyTorch's nearest reads source pixel floor(dst * in / out) (the scale from the sizes; a
+    given scale factor s reads floor(dst / s), the same for the integer factors it is used
+    with)."""
+    return im.op("resize2d", x, size=_resize_size(im, x, scales), method="nearest",
+                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
+@_converter("aten.upsample_bilinear2d", "aten.upsample_bicubic2d")
+def _upsample_linear2d(im: _Importer, x: Value, output_size: Any, align_corners: bool,
+                       *scales: Any) -> Value:
+    mode = "align_corners" if align_corners else "pytorch_half_pixel"
+    method = "cubic" if "bicubic" in im.current else "linear"
+    extra = {"cubic_coeff_a": -0.75} if method == "cubic" else {}
+    return im.op("resize2d", x, size=_resize_size(im, x, scales), method=method,
+                 coordinate_transformation_mode=mode, **extra)
+
+
+# -- attention -----------------------------------------------------------------------------------
+
+
+@_converter("aten.scaled_dot_product_attention")
+def _sdpa(im: _Importer, q: Value, k: Value, v: Value, attn_mask: Value | None = None,
+          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+          enable_gqa: bool = False) -> Value:
+    require(dropout_p == 0, f"dropout_p={dropout_p} (only inference)")
+    require(enable_gqa or len(shape_of(q)) < 3 or shape_of(k)[-3] == shape_of(q)[-3],
+            "query and key/value head counts differ without enable_gqa")
+    k, v = _unrepeated_kv(k), _unrepeated_kv(v)
+    return im.attention(q, k, v, attn_mask, is_causal=bool(is_causal), scale=scale)
+
+
+def _unrepeated_kv(x: Value) -> Value:
+    """Keys or values before transformers' `repeat_kv` (expand of a new group axis, then a
+    reshape merging it into the heads): attention reads each key/value head once per group
+    itself, so the repeated copy is dropped (and removed as dead code)."""
+    if not (isinstance(x, Node) and x.op == "reshape"):
+        return x
+    expanded = x.inputs[0]
+    if not (expanded.op == "broadcast_to" and expanded.inputs[0].op == "reshape"):
+        return x
+    source = expanded.inputs[0]
+    b, hkv, one, s, d = source.shape if len(source.shape) == 5 else (None,) * 5
+    if one != 1 or tuple(expanded.shape[:2]) != (b, hkv) or tuple(x.shape) != (
+            b, hkv * expanded.shape[2], s, d):
+        return x
+    return source.inputs[0] if tuple(source.inputs[0].shape) == (b, hkv, s, d) else x
