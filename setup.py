@@ -11,7 +11,11 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["tensorlang*", "autotune*", "topi*"]),
     package_data={"tensorlang.runtime": ["*.c", "*.h"]},
-    entry_points={"console_scripts": ["tensorlang = tensorlang.cli:main"]},
+    entry_points={
+        "console_scripts": ["tensorlang = tensorlang.cli:main"],
+        # torch.compile(model, backend="tensorlang") finds the backend with no import of topi
+        "torch_dynamo_backends": ["tensorlang = topi.graph.torch_compile:backend"],
+    },
     install_requires=[
         "numpy>=1.24,<3",
         "llvmlite>=0.44,<0.60",

@@ -27,12 +27,43 @@ class TensorInfo:
         return f"{self.name}: {self.dtype}{list(self.shape)}"
 
 
-def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list[np.ndarray]:
-    """The inputs in the model's order, checked against `infos`.
+def as_array(info: TensorInfo, value: Any) -> np.ndarray:
+    """`value` (a numpy array, a PyTorch tensor, anything with DLPack or the array interface) as
+    a numpy array of `info`'s dtype and shape, viewing its memory where it can (no copy).
 
     Raises:
-        TypeError: a missing or unknown input name, a value that is not a numpy array, or the
-            wrong dtype.
+        TypeError: a value that is no array, cannot be viewed (a tensor on another device or one
+            that requires grad), or has the wrong dtype.
+        ValueError: the wrong shape.
+    """
+    array = value
+    if not isinstance(value, np.ndarray):
+        kind = type(value).__name__
+        if not (hasattr(value, "__dlpack__") or hasattr(value, "__array_interface__")):
+            raise TypeError(f"input {info.name!r} must be a numpy array or an object with DLPack "
+                            f"or the array interface ({info}), got {kind}")
+        try:
+            # DLPack first: it views a tensor's memory and says when it cannot (another device)
+            array = (np.from_dlpack(value) if hasattr(value, "__dlpack__")
+                     else np.asarray(value))
+        except (TypeError, ValueError, BufferError, RuntimeError) as err:
+            if not hasattr(value, "__array_interface__"):
+                raise TypeError(f"input {info.name!r}: cannot view {kind} as a numpy array "
+                                f"({info}): {err}") from err
+            array = np.asarray(value)
+    if str(array.dtype) != info.dtype:
+        raise TypeError(f"input {info.name!r} must have dtype {info.dtype}, got {array.dtype}")
+    if array.shape != info.shape:
+        raise ValueError(f"input {info.name!r} must have shape {info.shape}, got {array.shape}")
+    return array
+
+
+def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    """The inputs in the model's order as numpy arrays (`as_array`), checked against `infos`.
+
+    Raises:
+        TypeError: a missing or unknown input name, a value that is not an array, or the wrong
+            dtype.
         ValueError: the wrong shape.
     """
     expected = {i.name for i in infos}
@@ -43,18 +74,7 @@ def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list
         raise TypeError(f"unknown model input(s) {unknown}; the model takes {listing}")
     if missing:
         raise TypeError(f"missing model input(s) {missing}; the model takes {listing}")
-    arrays = []
-    for info in infos:
-        value = inputs[info.name]
-        if not isinstance(value, np.ndarray):
-            raise TypeError(f"input {info.name!r} must be a numpy array ({info}), got "
-                            f"{type(value).__name__}")
-        if str(value.dtype) != info.dtype:
-            raise TypeError(f"input {info.name!r} must have dtype {info.dtype}, got {value.dtype}")
-        if value.shape != info.shape:
-            raise ValueError(f"input {info.name!r} must have shape {info.shape}, got {value.shape}")
-        arrays.append(value)
-    return arrays
+    return [as_array(info, inputs[info.name]) for info in infos]
 
 
 def random_inputs(infos: Sequence[TensorInfo], seed: int = 0) -> dict[str, np.ndarray]:
@@ -77,8 +97,11 @@ class ModelBase:
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def __call__(self, **inputs: np.ndarray) -> list[np.ndarray]:
-        """Run the model on numpy inputs given by name; returns the outputs, in order.
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        """Run the model on inputs given by name: numpy arrays, PyTorch tensors, or anything
+        with DLPack or the array interface (viewed without a copy where the layout allows).
+        Returns the outputs, in order, as numpy arrays of their own (a later call does not
+        overwrite them).
 
         Raises:
             TypeError, ValueError: see `check_inputs`.

@@ -1,0 +1,241 @@
+"""`torch.compile(model, backend="tensorlang")`: Dynamo's FX graphs built as tensorlang Modules.
+
+Dynamo captures each piece of a model between graph breaks as a `torch.fx.GraphModule` and hands
+it to `backend` with example inputs; the code around the breaks (data-dependent control flow)
+stays eager PyTorch. Each graph is exported with `torch.export`, translated by `from_torch` and
+built by `topi.graph.build` (with the tuned records of `options["log_file"]`, for
+`options["target"]`). Parameters and buffers, which Dynamo passes as graph inputs, become the
+model's constants (so weights are folded and pre-packed); integer (symbolic) inputs are bound to
+the values of a call, and one Module is built per distinct set of input shapes.
+
+A graph that cannot be translated or built runs eagerly, with one warning naming what is
+missing: the backend never gives a result other than eager PyTorch's. So do calls whose inputs
+the Module cannot take (a tensor on another device), and constants that changed since the build
+(new weights) trigger a rebuild. Under autograd, the forward runs compiled and the backward
+re-runs the graph eagerly (recomputation), so gradients are PyTorch's own.
+
+The backend is registered through the `torch_dynamo_backends` entry point (setup.py), so
+`torch.compile(m, backend="tensorlang")` needs no import of topi.
+
+Example:
+    fast = torch.compile(model, backend="tensorlang",
+                         options={"log_file": "model.jsonl", "target": "llvm -mcpu=skylake"})
+    with torch.no_grad():
+        y = fast(x)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+try:
+    import torch
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the tensorlang torch.compile backend needs PyTorch: "
+                      "pip install -e .[torch]") from err
+
+from .build import build
+from .model_io import ModelBase
+from .torch import from_torch
+
+OPTIONS = ("log_file", "target", "cache_dir")
+MAX_SPECIALIZATIONS = 8
+"""The most input-shape variants of one graph that are built; further ones run eagerly."""
+MAX_REBUILDS = 3
+"""How often a graph is rebuilt for changed constants before it stays eager."""
+
+
+class TensorlangCompileWarning(UserWarning):
+    """A captured graph runs in eager PyTorch (it could not be translated or built)."""
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+            options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+    """The Dynamo backend: `gm` as a callable that runs a tensorlang Module.
+
+    Args:
+        gm: the captured graph; it returns a tuple of tensors.
+        example_inputs: its arguments for one call (tensors, parameters, buffers, ints).
+        options: `log_file` (a tuning log), `target` (a target string or `tl.Target`, default
+            "llvm") and `cache_dir` (the kernel cache), as `topi.graph.build` takes them.
+
+    Returns:
+        A function of the same arguments as `gm`, returning the same outputs.
+
+    Raises:
+        TypeError: an unknown option.
+    """
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"tensorlang backend: unknown option(s) {unknown}; it takes {OPTIONS}")
+    return CompiledGraph(gm, example_inputs, options)
+
+
+def _is_constant(value: Any) -> bool:
+    """A parameter or buffer of the model (Dynamo marks the module state it lifts to inputs)."""
+    return isinstance(value, torch.nn.Parameter) or \
+        getattr(value, "_dynamo_static_input_type", None) is not None
+
+
+class _Bound(torch.nn.Module):
+    """`gm` with its constants held as buffers and its integer arguments fixed: a module whose
+    arguments are the graph's other tensors, for `torch.export`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], slots: Sequence[int],
+                 names: Sequence[str]) -> None:
+        super().__init__()
+        self.gm = gm
+        self.args = list(args)
+        self.slots = list(slots)
+        for i, name in enumerate(names):
+            if i not in self.slots and isinstance(args[i], torch.Tensor):
+                self.register_buffer(name, args[i].detach(), persistent=False)
+                self.args[i] = name
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        args = [getattr(self, a) if isinstance(a, str) else a for a in self.args]
+        for slot, tensor in zip(self.slots, tensors):
+            args[slot] = tensor
+        return self.gm(*args)
+
+
+class _Built:
+    """One Module of the graph, for one set of input shapes, and what its outputs look like."""
+
+    def __init__(self, module: ModelBase, input_names: list[str], treespec: Any) -> None:
+        self.module = module
+        self.input_names = input_names
+        self.treespec = treespec
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> Any:
+        arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
+        # each call returns arrays of its own (the Module copies out of its buffers), so the
+        # tensors viewing them are never overwritten by a later call
+        return torch.utils._pytree.tree_unflatten([torch.from_numpy(a) for a in arrays],
+                                                  self.treespec)
+
+
+class CompiledGraph:
+    """A captured graph as Modules built per input shapes, or eager when it cannot be built.
+
+    Attributes:
+        gm: the graph.
+        failure: why the graph runs eagerly (None while it is compiled).
+        built: the Modules by input shapes and integer arguments.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 options: dict[str, Any]) -> None:
+        self.gm = gm
+        self.options = options
+        self.failure: str | None = None
+        self.built: dict[tuple, _Built] = {}
+        self.rebuilds = 0
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.names = [n.name for n in placeholders]
+        self.constants = [i for i, v in enumerate(example_inputs) if _is_constant(v)]
+        self.tensors = [i for i, v in enumerate(example_inputs)
+                        if isinstance(v, torch.Tensor) and i not in self.constants]
+        self.ints = [i for i, v in enumerate(example_inputs)
+                     if not isinstance(v, torch.Tensor)]
+        self._held = self._constant_state(example_inputs)
+        if not all(isinstance(example_inputs[i], (int, torch.SymInt)) for i in self.ints):
+            kinds = sorted({type(example_inputs[i]).__name__ for i in self.ints})
+            self._give_up(f"inputs of type {kinds}")
+
+    def _constant_state(self, args: Sequence[Any]) -> list[tuple[int, int]]:
+        """What identifies the constants' values: each tensor's identity and version."""
+        return [(id(args[i]), args[i]._version) for i in self.constants]
+
+    def _give_up(self, why: str) -> None:
+        self.failure = why
+        self.built.clear()
+        warnings.warn(f"tensorlang: a torch.compile graph runs in eager PyTorch: {why}",
+                      TensorlangCompileWarning, stacklevel=3)
+
+    def _build(self, args: Sequence[Any]) -> _Built:
+        bound = _Bound(self.gm, args, self.tensors, self.names)
+        example = tuple(args[i].detach() for i in self.tensors)
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch's own deprecation noise from copying the program's call graph
+            warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated",
+                                    category=FutureWarning)
+            program = torch.export.export(bound, example)
+            treespec = torch.utils._pytree.tree_structure(self.gm(*args))
+            graph = from_torch(program, example)
+        module = build(graph, **self.options)
+        user_inputs = program.graph_signature.user_inputs
+        names = [n.name for n in module.inputs]
+        if sorted(names) != sorted(user_inputs):
+            raise ValueError(f"the module's inputs {names} are not the program's {user_inputs}")
+        return _Built(module, list(user_inputs), treespec)
+
+    def _module(self, args: Sequence[Any]) -> _Built | None:
+        """The Module for `args` (built on first use), or None to run eagerly."""
+        if self.failure is not None:
+            return None
+        state = self._constant_state(args)
+        if state != self._held:  # new weights: what was built holds the old ones
+            self.rebuilds += 1
+            if self.rebuilds > MAX_REBUILDS:
+                self._give_up(f"its parameters changed more than {MAX_REBUILDS} times")
+                return None
+            self.built.clear()
+            self._held = state
+        for i in self.tensors:
+            if args[i].device.type != "cpu" or args[i].dtype is torch.bfloat16:
+                return None  # what the module cannot take: eager, as the guards would not know
+        key = tuple((tuple(args[i].shape), args[i].dtype) for i in self.tensors) + \
+            tuple(int(args[i]) for i in self.ints)
+        built = self.built.get(key)
+        if built is None:
+            if len(self.built) >= MAX_SPECIALIZATIONS:
+                return None
+            try:
+                built = self.built[key] = self._build(args)
+            except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
+                self._give_up(f"{type(err).__name__}: {err}")
+                return None
+        return built
+
+    def __call__(self, *args: Any) -> Any:
+        built = self._module(args)
+        if built is None:
+            return self.gm(*args)
+        tensors = [args[i] for i in self.tensors]
+        if torch.is_grad_enabled() and any(a.requires_grad for a in args
+                                          if isinstance(a, torch.Tensor)):
+            return _with_grad(self.gm, built, args, self.tensors)
+        return built(tensors)
+
+
+def _with_grad(gm: torch.fx.GraphModule, built: _Built, args: Sequence[Any],
+               slots: Sequence[int]) -> Any:
+    """The compiled outputs, differentiable: the backward re-runs `gm` eagerly."""
+    grad_slots = [i for i, a in enumerate(args)
+                  if isinstance(a, torch.Tensor) and a.requires_grad]
+
+    class Recompute(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *inputs: torch.Tensor) -> Any:
+            out = torch.utils._pytree.tree_leaves(built([args[i].detach() for i in slots]))
+            ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
+            return tuple(out)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+            with torch.enable_grad():
+                inputs = [a.detach().requires_grad_(True) if i in grad_slots else a
+                          for i, a in enumerate(args)]
+                out = torch.utils._pytree.tree_leaves(gm(*inputs))
+                pairs = [(o, g) for o, g in zip(out, grads)
+                         if g is not None and o.requires_grad]
+                found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in grad_slots],
+                                            [g for _, g in pairs], allow_unused=True)
+            return tuple(found)
+
+    leaves = Recompute.apply(*[args[i] for i in grad_slots])
+    return torch.utils._pytree.tree_unflatten(list(leaves), built.treespec)
