@@ -270,8 +270,8 @@ def _avg_pool(fn: Callable) -> Callable:
 
 
 def _pad(fn: Callable) -> Callable:
-    return lambda data, pad_before, pad_after=None, pad_value=0.0: fn(data, pad_before,
-                                                                      pad_after, pad_value)
+    return lambda data, pad_before, pad_after=None, pad_value=0.0, mode="constant": fn(
+        data, pad_before, pad_after, pad_value, mode=mode)
 
 
 register_op("conv2d", _conv(nn.conv2d_nchw), x86.schedule_conv2d_nchw, P.OUT_FUSABLE,

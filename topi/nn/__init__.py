@@ -28,6 +28,15 @@ from .elemwise import (
     relu,
     subtract,
 )
+from .indexing import (
+    broadcast_to,
+    gather_elements,
+    gather_nd,
+    scatter_elements,
+    scatter_nd,
+    tile,
+    trilu,
+)
 from .layout import channel_block, layout_transform, nchwc_block
 from .math import (
     abs,
@@ -48,6 +57,7 @@ from .math import (
     sqrt,
     tanh,
 )
+from .norm import group_norm, instance_norm
 from .pooling import (
     avg_pool2d,
     global_avg_pool2d,
@@ -57,6 +67,8 @@ from .pooling import (
     pool2d,
 )
 from .reduction import max, mean, min, sum
+from .resize import resize2d
+from .scan import cumsum
 from .slicing import split, strided_slice, take
 from .softmax import layer_norm, log_softmax, softmax
 from .transform import concatenate, pad, reshape, transpose
@@ -80,4 +92,9 @@ __all__ += ["argmax", "argmin"]
 __all__ += [
     "channel_block", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "layout_transform",
     "nchwc_block",
+]
+# the data ops: resizing, scans, tiling, gathers and scatters, triangles, group norms
+__all__ += [
+    "broadcast_to", "cumsum", "gather_elements", "gather_nd", "group_norm", "instance_norm",
+    "resize2d", "scatter_elements", "scatter_nd", "tile", "trilu",
 ]

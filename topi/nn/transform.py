@@ -16,6 +16,7 @@ from .utils import check_axis, check_tensor, static_dim
 
 INJECTIVE = "injective"
 PAD = "injective,pad"
+PAD_MODES = ("constant", "reflect", "edge")
 
 
 def pad(
@@ -24,12 +25,18 @@ def pad(
     pad_after: Sequence[int] | None = None,
     pad_value: float = 0.0,
     name: str = "pad",
+    mode: str = "constant",
 ) -> tl.Tensor:
     """`data` surrounded by `pad_value`: `pad_before[d]` / `pad_after[d]` elements per dimension.
 
+    `mode` "reflect" mirrors `data` without repeating its edge and "edge" repeats the edge
+    element (numpy's and ONNX Pad's modes; torch's reflection_pad and replication_pad); a reflect
+    pad as wide as the dimension or wider keeps mirroring back and forth, as numpy does.
     Returns `data` itself when nothing is padded, so callers need no special case.
     """
     check_tensor(data, "pad: data")
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
     pad_after = pad_before if pad_after is None else pad_after
     for label, p in (("pad_before", pad_before), ("pad_after", pad_after)):
         if not isinstance(p, (tuple, list)) or len(p) != data.ndim:
@@ -42,6 +49,8 @@ def pad(
         (static_dim(d) if static_dim(d) is not None else d) + b + a
         for d, b, a in zip(data.shape, pad_before, pad_after)
     )
+    if mode != "constant":
+        return _pad_by_index(data, shape, pad_before, pad_after, mode, name)
     fill = tl.const(pad_value, data.dtype)
 
     def f(*i: Expr) -> Expr:
@@ -58,6 +67,39 @@ def pad(
                 inside = c if inside is None else inside & c
         value = data[tuple(index)]
         return value if inside is None else tl.if_then_else(inside, value, fill)
+
+    return tl.compute(shape, f, name=name, tag=PAD)
+
+
+def _pad_by_index(data: tl.Tensor, shape: tuple, pad_before: Sequence[int],
+                  pad_after: Sequence[int], mode: str, name: str) -> tl.Tensor:
+    """The reflect and edge pads: each output element reads one clamped or mirrored index."""
+    dims = []
+    for k, (b, a) in enumerate(zip(pad_before, pad_after)):
+        n = static_dim(data.shape[k])
+        if n is None and (b or a):
+            raise ValueError(f"pad: {mode} padding needs a static size along axis {k}, got "
+                             f"{data.shape[k]}")
+        dims.append(n)
+
+    def source(v: Expr, b: int, a: int, n: int | None) -> Expr:
+        if not b and not a:
+            return v
+        j = v - b if b else v
+        if n == 1:
+            return tl.const(0, v.dtype)
+        if mode == "edge":
+            return tl.minimum(tl.maximum(j, tl.const(0, v.dtype)), tl.const(n - 1, v.dtype))
+        if max(b, a) >= n:  # type: ignore[operator]
+            # mirroring repeats with period 2 (n - 1); shift j to be non-negative first
+            period = 2 * (n - 1)  # type: ignore[operator]
+            j = (j + period * -(-b // period)) % period
+        last = tl.const(n - 1, v.dtype)  # type: ignore[operator]
+        return last - tl.abs(last - tl.abs(j))
+
+    def f(*i: Expr) -> Expr:
+        return data[tuple(source(v, b, a, n) for v, b, a, n in
+                          zip(i, pad_before, pad_after, dims))]
 
     return tl.compute(shape, f, name=name, tag=PAD)
 

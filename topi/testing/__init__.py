@@ -35,6 +35,15 @@ from .elemwise import (
     subtract_python,
     transpose_python,
 )
+from .indexing import (
+    broadcast_to_python,
+    gather_elements_python,
+    gather_nd_python,
+    scatter_elements_python,
+    scatter_nd_python,
+    tile_python,
+    trilu_python,
+)
 from .layout import (
     conv2d_NCHWc_python,
     depthwise_conv2d_NCHWc_python,
@@ -59,6 +68,7 @@ from .math import (
     sqrt_python,
     tanh_python,
 )
+from .norm import group_norm_python, instance_norm_python
 from .pooling import (
     avg_pool2d_python,
     global_avg_pool2d_python,
@@ -68,6 +78,8 @@ from .pooling import (
     pool2d_python,
 )
 from .reduction import max_python, mean_python, min_python, sum_python
+from .resize import resize2d_python
+from .scan import cumsum_python
 from .slicing import split_python, strided_slice_python, take_python
 
 __all__ = [
@@ -90,4 +102,10 @@ __all__ += ["argmax_python", "argmin_python"]
 # the NCHW[x]c layout ops
 __all__ += [
     "conv2d_NCHWc_python", "depthwise_conv2d_NCHWc_python", "layout_transform_python",
+]
+# the data ops: resizing, scans, tiling, gathers and scatters, triangles, group norms
+__all__ += [
+    "broadcast_to_python", "cumsum_python", "gather_elements_python", "gather_nd_python",
+    "group_norm_python", "instance_norm_python", "resize2d_python", "scatter_elements_python",
+    "scatter_nd_python", "tile_python", "trilu_python",
 ]

@@ -90,10 +90,13 @@ def layer_norm_python(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
 
 
 def pad_python(data: np.ndarray, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
-               pad_value: float = 0.0) -> np.ndarray:
-    """numpy.pad with a constant value."""
+               pad_value: float = 0.0, mode: str = "constant") -> np.ndarray:
+    """numpy.pad with a constant value, or numpy's "reflect" / "edge" modes."""
     after = pad_before if pad_after is None else pad_after
-    return np.pad(data, list(zip(pad_before, after)), constant_values=pad_value)
+    widths = list(zip(pad_before, after))
+    if mode != "constant":
+        return np.pad(data, widths, mode=mode)
+    return np.pad(data, widths, constant_values=pad_value)
 
 
 def reshape_python(data: np.ndarray, newshape: Sequence[int]) -> np.ndarray:
