@@ -7,7 +7,8 @@ Data flow: a template (a function of shapes reading `get_config()`) -> `create_t
 model -> `apply_history_best` deploys the best config.
 """
 
-from . import tuner
+from . import auto_schedule, tuner
+from .auto_schedule import workload
 from .artifact import Artifact, before_run
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
 from .explorer import SimulatedAnnealing, diverse_pick
@@ -60,6 +61,7 @@ __all__ = [
     "TuningError",
     "XGBoostCostModel",
     "apply_history_best",
+    "auto_schedule",
     "before_run",
     "best_records",
     "create_task",
@@ -75,4 +77,5 @@ __all__ = [
     "template",
     "tune",
     "tuner",
+    "workload",
 ]

@@ -47,6 +47,8 @@ class Record:
         rounds: for a re-measured record (the verdict at the end of a run), the cost of each
             round, and `result.costs` holds their median; empty for a tuning trial.
         chosen: whether this re-measured record won its verdict.
+        trace: for an auto-scheduled task, the schedule as a replayable trace of primitives
+            (JSON steps, see `autotune.auto_schedule.Trace`); None for template tasks.
     """
 
     workload: list[Any]
@@ -58,6 +60,7 @@ class Record:
     cpu: str = ""
     rounds: tuple[float, ...] = ()
     chosen: bool = False
+    trace: list[Any] | None = None
 
     @property
     def remeasured(self) -> bool:
@@ -110,6 +113,11 @@ def encode(inp: MeasureInput, result: MeasureResult, rounds: Sequence[float] = (
     }
     if rounds:
         obj["remeasured"] = {"rounds": [float(c) for c in rounds], "chosen": bool(chosen)}
+    trace_of = getattr(inp.task, "trace_json", None)  # auto-scheduled tasks log their trace
+    if trace_of is not None and result.ok:
+        trace = trace_of(inp.config)
+        if trace is not None:
+            obj["trace"] = trace
     return json.dumps(obj, separators=(",", ":"))
 
 
@@ -144,6 +152,7 @@ def decode(line: str) -> Record:
             cpu=str(obj.get("cpu", "")),
             rounds=tuple(float(c) for c in remeasured.get("rounds", ())),
             chosen=bool(remeasured.get("chosen", False)),
+            trace=obj.get("trace"),
         )
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"not a tuning record: {err}") from None

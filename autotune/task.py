@@ -365,8 +365,19 @@ def _check_template_output(name: str, out: Any) -> tuple[Any, list[Any]]:
     return s, list(tensors)
 
 
-def create_task(name: str, args: Sequence[Any], target: str | Target = "llvm") -> Task:
-    """A task of template `name` on `args` (a tuple of JSON-serialisable values) for `target`."""
+def create_task(name: str | Callable[..., Any], args: Sequence[Any],
+                target: str | Target = "llvm") -> Task:
+    """A task of template `name` on `args` (a tuple of JSON-serialisable values) for `target`.
+
+    `name` may also be a workload with no template: a function of `args` returning its tensors
+    (inputs first, outputs last), or the name it was registered under with
+    `@autotune.workload`; the task is then auto-scheduled (`autotune.auto_schedule`).
+    """
+    from .auto_schedule import create_auto_task, is_workload
+
+    if callable(name) and not isinstance(name, Template) or (
+            isinstance(name, str) and name not in _REGISTRY and is_workload(name)):
+        return create_auto_task(name, args, target)
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"create_task {name!r}: args must be a tuple, got {type(args).__name__}")
     return Task(name, args, target)

@@ -1,0 +1,691 @@
+"""Sketch rules: how the auto-scheduler turns a compute DAG into a schedule with knobs.
+
+The core of auto-scheduling. The stages are visited from the outputs back to the inputs; for
+each, the first rule of `SKETCH_RULES` whose `condition` holds applies its primitives through a
+`Tracer` (so the schedule is recorded as a replayable trace) and declares its open choices
+(tile sizes, unroll depth, whether the outer loops run in parallel, where a producer is
+computed) as knobs of the config, exactly as a hand-written template does. The sketch's random
+annotation is thus a point of a `ConfigSpace`, and the tuners, cost model, features and log
+of templates serve auto-scheduled tasks unchanged. A combination the register file cannot hold
+is rejected with `cfg.raise_error` before anything is built.
+
+The rules (Ansor's, for CPUs): inline elementwise stages; multi-level tiling in the SSRSRS
+shape for stages with data reuse, with the accumulator in a `cache_write` stage or the
+elementwise consumer fused around the tile; rfactor of reductions whose inner reduction is
+contiguous (vector lanes) or whose outer parallelism is too small (threads); parallel outer
+loops, vectorized innermost spatial loops, `auto_unroll_max_step` pragmas; padded inputs
+inlined, computed at the consumer's tile or in full. Append a `SketchRule` to `SKETCH_RULES`
+(before creating a task) to add one; rules earlier in the list take precedence.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import tensorlang as tl
+from tensorlang.expr import IterVar, Var
+from tensorlang.schedule import Schedule, Stage
+from tensorlang.tensor import ComputeOp, Tensor
+from tensorlang.visitor import free_vars
+
+from . import dag
+from .trace import Trace, Tracer
+
+#: The values of the `auto_unroll_max_step` pragma a sketch may pick (Ansor's CPU set).
+UNROLL_STEPS = (0, 16, 64, 512)
+#: Output points below which a reduction is split across threads by rfactor.
+MIN_PARALLEL_POINTS = 64
+#: Vectors a register block may span along its vectorized axis.
+MAX_BLOCK_VECTORS = 4
+#: The size a symbolic extent is assumed to have when its tile sizes are enumerated.
+SYMBOLIC_EXTENT = 256
+
+
+@dataclass
+class Anchor:
+    """Where producers of a scheduled stage can be computed: `loop` of `stage`, inside which
+    the first `prefix` spatial axes of the stage are fixed (one row of a softmax, one tile of a
+    GEMM's output)."""
+
+    stage: Stage
+    loop: IterVar
+    prefix: int
+    tile: bool = False
+
+
+@dataclass
+class SketchState:
+    """What the rules share while one sketch is built.
+
+    Attributes:
+        schedule: the schedule being built.
+        tracer: applies and records the primitives.
+        cfg: the config (a ConfigSpace while the space is defined, a ConfigEntity or
+            FallbackConfig when instantiated).
+        outputs: the workload's computed tensors.
+        anchors: per scheduled stage, where its producers may be computed.
+    """
+
+    schedule: Schedule
+    tracer: Tracer
+    cfg: Any
+    outputs: list[Tensor]
+    anchors: dict[Stage, Anchor] = field(default_factory=dict)
+    _names: dict[Stage, str] = field(default_factory=dict)
+
+    # -- target facts ----------------------------------------------------------------------
+
+    @staticmethod
+    def lanes(dtype: str) -> int:
+        """Lanes of one vector register of `dtype` on the current target."""
+        return tl.Target.current().vector_lanes(dtype)
+
+    @staticmethod
+    def registers() -> int:
+        """Vector registers of the current target."""
+        return tl.Target.current().vector_registers
+
+    @staticmethod
+    def threads() -> int:
+        """Threads parallel loops run on."""
+        return int(os.environ.get("TL_NUM_THREADS") or os.cpu_count() or 1)
+
+    # -- knobs -----------------------------------------------------------------------------
+
+    def name(self, stage: Stage) -> str:
+        """A knob prefix unique to `stage` ("C", "C#2" for a second stage called C)."""
+        if stage not in self._names:
+            base = stage.name
+            taken = set(self._names.values())
+            name, k = base, 1
+            while name in taken:
+                k += 1
+                name = f"{base}#{k}"
+            self._names[stage] = name
+        return self._names[stage]
+
+    def knob(self, name: str, candidates: Sequence[Any], fallback: Any = None) -> Any:
+        """Define knob `name` and return its value in this config (`fallback`, when given,
+        is what the untuned config takes)."""
+        self.cfg.define_knob(name, list(candidates))
+        if self.cfg.is_fallback and fallback is not None:
+            self.cfg.fallback_knob(name, fallback)
+        return self.cfg[name].val
+
+    def split_knob(self, name: str, extent: int, candidates: Sequence[Sequence[int]],
+                   fallback: Sequence[int] | None = None) -> list[int]:
+        """Define a split knob over `candidates` (outermost first, the first part -1) and
+        return its sizes in this config."""
+        self.cfg.define_split(name, extent, num_outputs=len(candidates[0]), policy="candidate",
+                              candidate=[list(c) for c in candidates])
+        if self.cfg.is_fallback and fallback is not None:
+            self.cfg.fallback_split(name, list(fallback))
+        return list(self.cfg[name].size)
+
+    def reject(self, message: str) -> None:
+        """Reject this config as invalid (before it is built)."""
+        self.cfg.raise_error(message)
+
+
+SketchCondition = Callable[[SketchState, Stage], bool]
+SketchApply = Callable[[SketchState, Stage], None]
+
+
+@dataclass(frozen=True)
+class SketchRule:
+    """A rule: when `condition(state, stage)` holds, `apply(state, stage)` schedules the stage
+    (through `state.tracer`, declaring knobs through `state`); later rules are not tried."""
+
+    name: str
+    condition: SketchCondition
+    apply: SketchApply
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _extent(iv: IterVar) -> int:
+    e = dag.static_extent(iv)
+    return SYMBOLIC_EXTENT if e is None else e
+
+
+def _is_output(state: SketchState, stage: Stage) -> bool:
+    return stage.is_output
+
+
+def _vector_axis(op: ComputeOp) -> IterVar | None:
+    """The innermost spatial axis, the one vector lanes run along (None for a scalar)."""
+    for iv in reversed(op.axis):
+        if dag.static_extent(iv) != 1:
+            return iv
+    return None
+
+
+def _vectorize_inner(state: SketchState, stage: Stage, iv: IterVar, lanes: int,
+                     extent: int | None) -> None:
+    """Vectorize loop `iv` (of `extent` points): one vector, or whole vectors with the loop
+    over them unrolled when it spans several."""
+    tr = state.tracer
+    if extent is not None and extent > lanes and extent % lanes == 0 and extent <= 4 * lanes:
+        outer, inner = tr.split(stage, iv, factor=lanes)
+        tr.annotate(stage, outer, "unroll")
+        tr.annotate(stage, inner, "vectorize")
+    else:
+        tr.annotate(stage, iv, "vectorize")
+
+
+def _fuse_parallel(state: SketchState, stage: Stage, loops: Sequence[IterVar],
+                   parallel: bool = True) -> IterVar | None:
+    loops = list(loops)
+    if not loops:
+        return None
+    fused = state.tracer.fuse(stage, *loops) if len(loops) > 1 else loops[0]
+    if parallel:
+        state.tracer.annotate(stage, fused, "parallel")
+    return fused
+
+
+# -- rule: inline elementwise stages ---------------------------------------------------------------
+
+
+def _inlinable(state: SketchState, stage: Stage) -> bool:
+    return (dag.is_elementwise(stage.op) and not stage.is_output
+            and not dag.is_padding(stage.op))
+
+
+def _inline(state: SketchState, stage: Stage) -> None:
+    state.tracer.compute_inline(stage)
+
+
+# -- rule: padded inputs ---------------------------------------------------------------------------
+
+
+def _padded(state: SketchState, stage: Stage) -> bool:
+    return dag.is_padding(stage.op) and not stage.is_output
+
+
+def _place_padding(state: SketchState, stage: Stage) -> None:
+    """A padded input is inlined (bounds checks in the reader's loops), computed per tile of
+    its reader (a small buffer that stays in cache) or computed in full before it."""
+    anchor = next((state.anchors[r] for r in dag.effective_readers(state.schedule, stage)
+                   if r in state.anchors and state.anchors[r].tile), None)
+    places = ["root", "inline"] + (["tile"] if anchor is not None else [])
+    where = state.knob(f"{state.name(stage)}.place", places, fallback="root")
+    if where == "inline":
+        state.tracer.compute_inline(stage)
+    elif where == "tile":
+        assert anchor is not None
+        state.tracer.compute_at(stage, anchor.stage, anchor.loop)
+        _vector_rows(state, stage, parallel=False)
+    else:
+        _vector_rows(state, stage, parallel=True)
+
+
+def _vector_rows(state: SketchState, stage: Stage, parallel: bool) -> None:
+    """Vectorize the innermost axis, run the outer ones (all but the row loop) in parallel."""
+    op = stage.op
+    axes = list(op.axis)
+    if not axes:
+        return
+    lanes = state.lanes(op.output(0).dtype)
+    inner = axes[-1]
+    _, vec = state.tracer.split(stage, inner, factor=lanes)
+    state.tracer.annotate(stage, vec, "vectorize")
+    if parallel and len(axes) > 1:
+        _fuse_parallel(state, stage, axes[:-1] if len(axes) > 2 else axes[:1])
+
+
+# -- rule: multi-level tiling (SSRSRS) -------------------------------------------------------------
+
+
+def _needs_tiling(state: SketchState, stage: Stage) -> bool:
+    return dag.has_data_reuse(stage.op) and stage.op.num_outputs == 1
+
+
+def _fusable_consumer(state: SketchState, stage: Stage, pending: bool = False) -> Stage | None:
+    """The elementwise output stage that is `stage`'s only reader and reads it at its own
+    point (bias + relu after a GEMM): it can be computed around the tile instead of a
+    cache_write. `pending`: the elementwise stages in between are not inlined yet."""
+    found = _readers_through_elementwise(state, stage) if pending else \
+        dag.effective_readers(state.schedule, stage)
+    if len(found) != 1:
+        return None
+    (consumer,) = found
+    op = consumer.op
+    if not (dag.is_elementwise(op) and consumer.is_output and consumer not in state.anchors
+            and len(op.axis) == len(stage.op.axis)):
+        return None
+    if any(dag.static_extent(a) != dag.static_extent(b) for a, b in zip(op.axis, stage.op.axis)):
+        return None
+    for r in dag.reads(op):
+        if state.schedule[r.tensor.op] is stage:
+            if len(r.indices) != len(op.axis) or any(
+                    not (isinstance(i, (Var, IterVar)) and (i is a.var or i is a))
+                    for i, a in zip(r.indices, op.axis)):
+                return None
+    return consumer
+
+
+def _readers_through_elementwise(state: SketchState, stage: Stage) -> list[Stage]:
+    out: list[Stage] = []
+    for r in dag.readers(state.schedule, stage):
+        if dag.is_elementwise(r.op) and not r.is_output and not dag.is_padding(r.op):
+            out += [x for x in _readers_through_elementwise(state, r) if x not in out]
+        elif r not in out:
+            out.append(r)
+    return out
+
+
+def _space_candidates(extent: int, inner_choices: Sequence[int]) -> list[list[int]]:
+    """[-1, s1, s2, s3] with s3 from `inner_choices` and s1 * s2 * s3 dividing `extent` (or,
+    for an s3 that does not divide it, s1 * s2 dividing the number of s3-blocks)."""
+    out = []
+    for s3 in inner_choices:
+        blocks = extent // s3 if extent % s3 == 0 else -(-extent // s3)
+        for s2 in _divisors(blocks):
+            if s2 * s3 > 1024:
+                continue
+            for s1 in _divisors(blocks // s2):
+                out.append([-1, s1, s2, s3])
+    return out
+
+
+def _inner_choices(extent: int, vector: bool, lanes: int) -> list[int]:
+    """Register-block sizes of an axis: whole vectors (or a divisor near a vector) along the
+    vectorized axis, up to 8 rows along the others."""
+    if not vector:
+        return [d for d in _divisors(extent) if d <= 8]
+    most = MAX_BLOCK_VECTORS if SketchState.registers() >= 32 else 2
+    choices = [v * lanes for v in range(1, most + 1) if extent % (v * lanes) == 0]
+    if not choices:
+        choices = [d for d in _divisors(extent) if lanes // 2 <= d <= most * lanes]
+    return choices or [min(extent, lanes)]
+
+
+def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
+    """SSRSRS: the spatial loops split in four levels (parallel tile, tile, block, register
+    block) and the reductions in two, as s0 s1 | r0 s2 r1 s3 with the accumulating stage
+    computed at the end of the s1 loops of the output tile and its register block (s3)
+    unrolled and vectorized."""
+    tr = state.tracer
+    name = state.name(stage)
+    consumer = _fusable_consumer(state, stage)
+    if consumer is not None:
+        owner, compute = consumer, stage
+    else:
+        compute = tr.cache_write(stage, "local")
+        owner = stage
+    op = compute.op
+    dtype = op.output(0).dtype
+    lanes = state.lanes(dtype)
+    vec_axis = _vector_axis(op)
+    spatial = list(op.axis)
+    reduce_axes = list(op.reduce_axis)
+
+    # The knobs: four spatial levels per axis, two reduction levels, unroll, parallel.
+    sizes = []
+    for k, iv in enumerate(spatial):
+        extent = _extent(iv)
+        vector = iv is vec_axis
+        if extent == 1:
+            sizes.append([1, 1, 1, 1])
+            continue
+        choices = _inner_choices(extent, vector, lanes)
+        fallback = _fallback_tile(extent, vector, lanes, choices)
+        sizes.append(state.split_knob(f"{name}.tile{k}", extent,
+                                      _space_candidates(extent, choices), fallback))
+    r_sizes = []
+    for k, iv in enumerate(reduce_axes):
+        extent = _extent(iv)
+        cands = [[-1, d] for d in _divisors(extent) if d <= 64]
+        fallback = [-1, max(d for d in _divisors(extent) if d <= 4)]
+        r_sizes.append(state.split_knob(f"{name}.rtile{k}", extent, cands, fallback))
+    unroll = state.knob(f"{name}.unroll", list(UNROLL_STEPS), fallback=64)
+    parallel = state.knob(f"{name}.parallel", [True, False], fallback=True)
+    vectors = 1
+    block = 1
+    for iv, sz in zip(spatial, sizes):
+        if iv is vec_axis:
+            vectors = max(1, -(-sz[3] // lanes))
+        else:
+            block *= sz[3]
+    if block * vectors > state.registers() - vectors - 2:
+        state.reject(f"register block of {block} x {vectors} vectors exceeds the register file")
+
+    # The output tile (owner): s0 (fused, parallel) s1 | t = s2 * s3.
+    o_axes = list(owner.op.axis)
+    outer, middle, tiles = [], [], []
+    for iv, sz in zip(o_axes, sizes):
+        if sz[1:] == [1, 1, 1] and _extent(iv) == 1:
+            outer.append(iv)
+            continue
+        o, rest = tr.split(owner, iv, factor=sz[1] * sz[2] * sz[3])
+        m, t = tr.split(owner, rest, factor=sz[2] * sz[3])
+        outer.append(o)
+        middle.append(m)
+        tiles.append(t)
+    tr.reorder(owner, *outer, *middle, *tiles)
+    points = math.prod(-(-_extent(iv) // (sz[1] * sz[2] * sz[3]))
+                       for iv, sz in zip(o_axes, sizes))
+    parallel = points > 1 and parallel
+    fused = _fuse_parallel(state, owner, outer, parallel)
+    if tiles and vec_axis is not None and vec_axis is spatial[-1]:
+        tr.annotate(owner, tiles[-1], "vectorize")
+    attach = middle[-1] if middle else fused
+    if attach is None:
+        attach = owner.leaf_iter_vars[0]
+    tr.compute_at(compute, owner, attach)
+    state.anchors[owner] = Anchor(owner, fused if fused is not None else attach, 0, tile=True)
+    state.anchors[compute] = state.anchors[owner]
+
+    # The accumulating stage: r0 s2 r1 s3, the register block s3 unrolled and vectorized.
+    blocks_outer, blocks_inner = [], []
+    for iv, sz in zip(spatial, sizes):
+        if sz[3] == 1 or _extent(iv) == 1:
+            blocks_outer.append(iv)
+            continue
+        a2, a3 = tr.split(compute, iv, factor=sz[3])
+        blocks_outer.append(a2)
+        blocks_inner.append((iv, a3, sz[3]))
+    r_outer, r_inner = [], []
+    for iv, sz in zip(reduce_axes, r_sizes):
+        r0, r1 = tr.split(compute, iv, factor=sz[1])
+        r_outer.append(r0)
+        r_inner.append(r1)
+    tr.reorder(compute, *r_outer, *blocks_outer, *r_inner, *(a3 for _, a3, _ in blocks_inner))
+    for iv, a3, size in blocks_inner:
+        if iv is vec_axis:
+            _vectorize_inner(state, compute, a3, lanes, size)
+        else:
+            tr.annotate(compute, a3, "unroll")
+    if unroll:
+        tr.pragma(compute, compute.leaf_iter_vars[0], "auto_unroll_max_step", unroll)
+
+
+def _fallback_tile(extent: int, vector: bool, lanes: int, choices: Sequence[int]) -> list[int]:
+    """The untuned tile: a register block of 2 vectors by 4 rows, 8 blocks per tile along
+    the vector axis, the rest in parallel."""
+    if vector:
+        s3 = 2 * lanes if 2 * lanes in choices else choices[0]
+    else:
+        s3 = max((c for c in choices if c <= 4), default=choices[0])
+    blocks = extent // s3 if extent % s3 == 0 else -(-extent // s3)
+    s2 = max(d for d in _divisors(blocks) if d <= (4 if vector else 2))
+    return [-1, 1, s2, s3]
+
+
+# -- rule: reductions without reuse ----------------------------------------------------------------
+
+
+def _is_reduction(state: SketchState, stage: Stage) -> bool:
+    return isinstance(stage.op, ComputeOp) and bool(stage.op.reduce_axis) and \
+        stage.op.num_outputs == 1
+
+
+def _row_anchor(state: SketchState, stage: Stage, strict: bool = True) -> Anchor | None:
+    """The anchor of a reader that fixes this stage's whole output per iteration (a softmax's
+    output row for its max and sum), when every other reader is computed there too (with
+    `strict`; without, whether there could be one: what the knobs depend on)."""
+    ndim = len(stage.op.axis)
+    found = dag.effective_readers(state.schedule, stage)
+    for r in found:
+        anchor = state.anchors.get(r)
+        if anchor is None or anchor.tile or anchor.prefix != ndim:
+            continue
+        axes = r.op.axis[:ndim]
+        if not all(dag.static_extent(a) == dag.static_extent(b)
+                   for a, b in zip(axes, stage.op.axis)):
+            continue
+        if not strict or all(
+                x is r or (x.attach_stage is anchor.stage and x.attach_ivar is anchor.loop)
+                for x in found):
+            return anchor
+    return None
+
+
+def _reduction(state: SketchState, stage: Stage) -> None:
+    """A reduction without data reuse (row max and sum, means, pooling, a total): computed per
+    row of its reader when that reader runs row by row, else on its own with the outer loops in
+    parallel. Its innermost reduction runs in vector lanes through rfactor when it reads
+    memory contiguously; a reduction with too few outputs to keep the threads busy is split
+    across them through rfactor."""
+    tr = state.tracer
+    name = state.name(stage)
+    op = stage.op
+    dtype = op.output(0).dtype
+    lanes = state.lanes(dtype)
+    last_r = op.reduce_axis[-1]
+    vec_axis = _vector_axis(op)
+    spatial_contiguous = vec_axis is not None and dag.last_index_uses(op, vec_axis)
+    reduce_contiguous = dag.last_index_uses(op, last_r) and not spatial_contiguous
+    points = dag.spatial_points(op)
+    few = not op.axis or points is not None and points < MIN_PARALLEL_POINTS and \
+        not spatial_contiguous
+    # Every knob is defined whatever the others say: a config space is one fixed product.
+    anchor = None
+    if _row_anchor(state, stage, strict=False) is not None and state.knob(
+            f"{name}.at_reader", [True, False], fallback=True):
+        anchor = _row_anchor(state, stage)
+    width = 0
+    if reduce_contiguous and _extent(last_r) >= lanes:
+        width = state.knob(f"{name}.rfactor", [lanes, 0], fallback=lanes)
+    parts = _parts_knob(state, stage) if few else 1
+
+    if anchor is None and few and parts > 1:
+        _parallel_rfactor(state, stage, parts)
+        return
+    if width:
+        _, kv = tr.split(stage, last_r, factor=width)
+        partial = tr.rfactor(stage, kv, factor_axis=len(op.axis))
+        p_axes = list(partial.op.axis)
+        tr.reorder(partial, *p_axes[:-1], *partial.op.reduce_axis, p_axes[-1])
+        tr.annotate(partial, p_axes[-1], "vectorize")
+        if anchor is not None:
+            tr.compute_at(partial, anchor.stage, anchor.loop)
+            tr.compute_at(stage, anchor.stage, anchor.loop)
+        else:
+            fused = _fuse_parallel(state, stage, list(stage.op.axis),
+                                   parallel=points is None or points > 1)
+            if fused is not None:
+                tr.compute_at(partial, stage, fused)
+        return
+    if anchor is not None:
+        tr.compute_at(stage, anchor.stage, anchor.loop)
+        return
+    _spatial_vector_reduction(state, stage, lanes, spatial_contiguous)
+
+
+def _spatial_vector_reduction(state: SketchState, stage: Stage, lanes: int,
+                              vectorize: bool) -> None:
+    """Parallel outer axes; the innermost spatial axis inside the reduction loops, in vector
+    lanes (each lane accumulates its own output)."""
+    tr = state.tracer
+    op = stage.op
+    axes = list(op.axis)
+    vec_axis = _vector_axis(op)
+    if not vectorize or vec_axis is None:
+        _fuse_parallel(state, stage, axes)
+        return
+    pos = axes.index(vec_axis)
+    outer_axes = axes[:pos]
+    if _extent(vec_axis) > lanes:
+        o, lane_loop = tr.split(stage, vec_axis, factor=lanes)
+        outer_axes.append(o)
+    else:
+        lane_loop = vec_axis
+    rest = axes[pos + 1:]
+    tr.reorder(stage, *outer_axes, *op.reduce_axis, lane_loop, *rest)
+    tr.annotate(stage, lane_loop, "vectorize")
+    _fuse_parallel(state, stage, outer_axes)
+
+
+def _parts_knob(state: SketchState, stage: Stage) -> int:
+    """How many chunks threads reduce side by side (1: none)."""
+    extent = _extent(stage.op.reduce_axis[0])
+    threads = state.threads()
+    choices = sorted({p for p in (threads, 2 * threads, 4 * threads, 8 * threads, 16 * threads)
+                      if 1 < p <= extent}) or [1]
+    return state.knob(f"{state.name(stage)}.parts", choices, fallback=choices[0])
+
+
+def _parallel_rfactor(state: SketchState, stage: Stage, parts: int) -> None:
+    """A reduction with too little outer parallelism: its first reduction axis is split in
+    `parts` chunks that threads reduce side by side (rfactor), the partial results reduced at
+    the end."""
+    tr = state.tracer
+    kp, _ = tr.split(stage, stage.op.reduce_axis[0], nparts=parts)
+    partial = tr.rfactor(stage, kp, factor_axis=0)
+    tr.annotate(partial, partial.op.axis[0], "parallel")
+
+
+# -- rule: everything else (outputs and stages that cannot be inlined) -----------------------------
+
+
+def _any_compute(state: SketchState, stage: Stage) -> bool:
+    return isinstance(stage.op, ComputeOp)
+
+
+def _reads_reduction(op: Any, depth: int = 0) -> bool:
+    """Whether `op` is a reduction or an elementwise stage computed from one."""
+    if not isinstance(op, ComputeOp) or depth > 8:
+        return False
+    if op.reduce_axis:
+        return True
+    return any(_reads_reduction(t.op, depth + 1) for t in op.input_tensors)
+
+
+def _rows_of_producers(state: SketchState, stage: Stage) -> int:
+    """How many leading axes of `stage` index the reductions it reads (directly or through
+    elementwise stages: a layer norm's mean), so that they can be computed per row of
+    `stage`; 0 when none."""
+    best = 0
+    axes = stage.op.axis
+    for r in dag.reads(stage.op):
+        n = len(r.indices)
+        if n >= len(axes) or not _reads_reduction(r.tensor.op):
+            continue
+        if all(free_vars(i) == {a.var} and isinstance(i, (Var, IterVar))
+               for i, a in zip(r.indices, axes[:n])):
+            best = max(best, n)
+    return best
+
+
+def _tiled_producer(state: SketchState, stage: Stage) -> bool:
+    """Whether `stage` is the elementwise output that a multi-level tiled producer (GEMM,
+    convolution) will be fused into: the tiling rule then schedules it around the tile."""
+    if not (stage.is_output and dag.is_elementwise(stage.op)):
+        return False
+    shape = [dag.static_extent(a) for a in stage.op.axis]
+    stack = [t.op for t in stage.op.input_tensors]
+    while stack:
+        op = stack.pop()
+        if not isinstance(op, ComputeOp):
+            continue
+        if dag.has_data_reuse(op):
+            return [dag.static_extent(a) for a in op.axis] == shape and op.num_outputs == 1 \
+                and _fusable_consumer(state, state.schedule[op], pending=True) is stage
+        if dag.is_elementwise(op) and not state.schedule[op].is_output:
+            stack += [t.op for t in op.input_tensors]
+    return False
+
+
+def _defer(state: SketchState, stage: Stage) -> None:
+    """Leave the stage to the rule of its producer."""
+
+
+def _elementwise_root(state: SketchState, stage: Stage) -> None:
+    """Vectorize the innermost axis, parallelise the outer ones. When the stage reads
+    row reductions (softmax, layer_norm), its leading axes are kept as a row loop (split in
+    `rows`-sized chunks per thread) at which they are computed."""
+    tr = state.tracer
+    name = state.name(stage)
+    op = stage.op
+    axes = list(op.axis)
+    if not axes:
+        return
+    dtype = op.output(0).dtype
+    lanes = state.lanes(dtype)
+    rows = _rows_of_producers(state, stage) if not op.reduce_axis else 0
+    inner = axes[-1]
+    extent = _extent(inner)
+    widths = [w for w in (lanes, 2 * lanes, 4 * lanes) if w <= max(extent, lanes)]
+    width = state.knob(f"{name}.vector", widths, fallback=widths[min(1, len(widths) - 1)])
+    points = dag.spatial_points(op)
+    big = points is None or points * 4 >= 64 * 1024
+    parallel = state.knob(f"{name}.parallel", [True, False], fallback=big)
+    if rows:
+        lead = axes[:rows]
+        row = tr.fuse(stage, *lead) if len(lead) > 1 else lead[0]
+        count = 1
+        for iv in lead:
+            count *= _extent(iv)
+        chunk_choices = [d for d in _divisors(count) if d <= 64] if dag.spatial_points(op) \
+            else [1]
+        chunk = state.knob(f"{name}.rows", chunk_choices, fallback=1)
+        row_outer, row_inner = tr.split(stage, row, factor=chunk)
+        if parallel:
+            tr.annotate(stage, row_outer, "parallel")
+        rest = axes[rows:]
+        if extent > width:
+            vo, vi = tr.split(stage, inner, factor=width)
+        else:
+            vi = inner
+        tr.annotate(stage, vi, "vectorize")
+        state.anchors[stage] = Anchor(stage, row_inner, rows)
+        del rest
+        return
+    if extent > width:
+        vo, vi = tr.split(stage, inner, factor=width)
+        outer = axes[:-1] + [vo]
+    else:
+        vi = inner
+        outer = axes[:-1]
+    tr.annotate(stage, vi, "vectorize")
+    if len(outer) > 1:
+        # keep the row loop separate from the vector-block loop: no division per vector
+        outer = outer[:-1]
+    _fuse_parallel(state, stage, outer, parallel)
+
+
+SKETCH_RULES: list[SketchRule] = [
+    SketchRule("inline_elementwise", _inlinable, _inline),
+    SketchRule("padded_input", _padded, _place_padding),
+    SketchRule("multi_level_tiling", _needs_tiling, _multi_level_tiling),
+    SketchRule("fuse_into_tiled_producer", _tiled_producer, _defer),
+    SketchRule("reduction", _is_reduction, _reduction),
+    SketchRule("elementwise_root", _any_compute, _elementwise_root),
+]
+"""The sketch rules, tried in order for each stage (outputs first); extend it with your own."""
+
+
+def generate(tensors: Sequence[Tensor], cfg: Any,
+             rules: Sequence[SketchRule] | None = None) -> tuple[Schedule, Trace]:
+    """Schedule the computes of `tensors` (a workload's list: inputs first, outputs last) by the
+    sketch rules, taking every open choice from `cfg`.
+
+    Returns:
+        The schedule and the trace of primitives that made it.
+    """
+    rules = SKETCH_RULES if rules is None else rules
+    outputs = dag.outputs_of(tensors)
+    if not outputs:
+        raise ValueError("a workload must return at least one computed tensor (its outputs)")
+    s = tl.create_schedule([t.op for t in outputs])
+    state = SketchState(s, Tracer(s), cfg, outputs)
+    for stage in reversed(list(s.stages)):
+        if stage.is_placeholder or stage.attach.value != "root" or stage.relations \
+                or stage in state.anchors:
+            continue
+        for rule in rules:
+            if rule.condition(state, stage):
+                rule.apply(state, stage)
+                break
+    return s, state.tracer.trace()
