@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -36,7 +37,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("the tensorlang torch.compile backend needs PyTorch: "
                       "pip install -e .[torch]") from err
 
-from .build import build
+from .build import as_target, build
 from .model_io import ModelBase
 from .torch import from_torch
 
@@ -65,12 +66,18 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         A function of the same arguments as `gm`, returning the same outputs.
 
     Raises:
-        TypeError: an unknown option.
+        TypeError: an unknown option, or a target that is not a string or `tl.Target`.
+        FileNotFoundError: `log_file` does not exist.
     """
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"tensorlang backend: unknown option(s) {unknown}; it takes {OPTIONS}")
+    # a wrong option is the user's error, not the graph's: raise it rather than run eagerly
+    log_file = options.get("log_file")
+    if log_file is not None and not os.path.exists(log_file):
+        raise FileNotFoundError(f"tensorlang backend: tuning log {str(log_file)!r} does not exist")
+    options["target"] = as_target(options.get("target", "llvm"))
     return CompiledGraph(gm, example_inputs, options)
 
 
@@ -164,14 +171,13 @@ class CompiledGraph:
             warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated",
                                     category=FutureWarning)
             program = torch.export.export(bound, example)
-            treespec = torch.utils._pytree.tree_structure(self.gm(*args))
             graph = from_torch(program, example)
         module = build(graph, **self.options)
         user_inputs = program.graph_signature.user_inputs
         names = [n.name for n in module.inputs]
         if sorted(names) != sorted(user_inputs):
             raise ValueError(f"the module's inputs {names} are not the program's {user_inputs}")
-        return _Built(module, list(user_inputs), treespec)
+        return _Built(module, list(user_inputs), program.call_spec.out_spec)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
         """The Module for `args` (built on first use), or None to run eagerly."""
@@ -185,9 +191,10 @@ class CompiledGraph:
                 return None
             self.built.clear()
             self._held = state
-        for i in self.tensors:
-            if args[i].device.type != "cpu" or args[i].dtype is torch.bfloat16:
-                return None  # what the module cannot take: eager, as the guards would not know
+        devices = {args[i].device.type for i in self.tensors} - {"cpu"}
+        if devices:  # Dynamo guards on devices: this graph always runs there
+            self._give_up(f"tensors on {sorted(devices)} (tensorlang runs on the CPU)")
+            return None
         key = tuple((tuple(args[i].shape), args[i].dtype) for i in self.tensors) + \
             tuple(int(args[i]) for i in self.ints)
         built = self.built.get(key)
