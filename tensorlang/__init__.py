@@ -12,6 +12,7 @@ from .expr import Expr, IterVar, Var, cast, const, maximum, minimum, select
 from .intrin import (
     abs,
     ceil,
+    cos,
     erf,
     exp,
     floor,
@@ -21,6 +22,7 @@ from .intrin import (
     power,
     rsqrt,
     sigmoid,
+    sin,
     sqrt,
     tanh,
 )
@@ -56,3 +58,4 @@ __all__ = [
     "sigmoid", "sqrt", "sum", "tanh", "var",
 ]
 __all__ += ["get_const_tuple"]
+__all__ += ["cos", "sin"]

@@ -298,6 +298,8 @@ class MathFunc(enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     FMA = "fma"
+    SIN = "sin"
+    COS = "cos"
 
 
 @_frozen

@@ -74,6 +74,16 @@ def ceil(x: ExprLike) -> Expr:
     return _float_call(MathFunc.CEIL, x)
 
 
+def sin(x: ExprLike) -> Expr:
+    """The sine (radians)."""
+    return _float_call(MathFunc.SIN, x)
+
+
+def cos(x: ExprLike) -> Expr:
+    """The cosine (radians)."""
+    return _float_call(MathFunc.COS, x)
+
+
 def abs(x: ExprLike) -> Expr:  # noqa: A001 - the public name mirrors numpy and TVM
     """Absolute value, elementwise (the identity on unsigned and bool values)."""
     e = as_expr(x)

@@ -23,6 +23,8 @@ _LLVM_UNARY = {
     MathFunc.FLOOR: "llvm.floor",
     MathFunc.CEIL: "llvm.ceil",
     MathFunc.ABS: "llvm.fabs",
+    MathFunc.SIN: "llvm.sin",
+    MathFunc.COS: "llvm.cos",
 }
 _LIBM = {MathFunc.TANH: "tanh", MathFunc.ERF: "erf"}
 LIBM_SYMBOLS = (
@@ -38,6 +40,10 @@ LIBM_SYMBOLS = (
     "powf",
     "fmod",
     "fmodf",
+    "sin",
+    "sinf",
+    "cos",
+    "cosf",
 )
 """libm functions generated code may call (registered with the JIT in case it cannot see them)."""
 
@@ -48,6 +54,8 @@ _VECTOR_LIBM = {
     MathFunc.POW: "pow",
     MathFunc.TANH: "tanh",
     MathFunc.ERF: "erf",
+    MathFunc.SIN: "sin",
+    MathFunc.COS: "cos",
 }
 _ISA_LETTER = {128: "b", 256: "d", 512: "e"}  # x86 vector function ABI: SSE, AVX2, AVX-512
 
