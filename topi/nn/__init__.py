@@ -5,6 +5,30 @@ the stages carry tags ("elemwise", "broadcast", "injective", "conv2d_nchw", ...)
 schedules in `topi.x86` recognise them.
 """
 
+from .activation import (
+    ceil,
+    celu,
+    cos,
+    elu,
+    expm1,
+    floor,
+    floor_divide,
+    fmod,
+    log1p,
+    mish,
+    mod,
+    prelu,
+    prod,
+    round,
+    selu,
+    silu,
+    sin,
+    sign,
+    softplus,
+    softsign,
+    trunc,
+    trunc_divide,
+)
 from .adaptive_pool import adaptive_avg_pool2d, adaptive_max_pool2d, adaptive_pool2d
 from .argreduce import argmax, argmin
 from .conv2d import (
@@ -36,6 +60,23 @@ from .indexing import (
     scatter_nd,
     tile,
     trilu,
+)
+from .logical import (
+    all,
+    any,
+    equal,
+    greater,
+    greater_equal,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    not_equal,
+    where,
 )
 from .layout import channel_block, layout_transform, nchwc_block
 from .math import (
@@ -97,4 +138,12 @@ __all__ += [
 __all__ += [
     "broadcast_to", "cumsum", "gather_elements", "gather_nd", "group_norm", "instance_norm",
     "resize2d", "scatter_elements", "scatter_nd", "tile", "trilu",
+]
+# the math ops: comparisons and logic, where, rounding, remainders, activations, prod/any/all
+__all__ += [
+    "all", "any", "ceil", "celu", "cos", "elu", "equal", "expm1", "floor", "floor_divide",
+    "fmod", "greater", "greater_equal", "isinf", "isnan", "less", "less_equal", "log1p",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "mish", "mod", "not_equal",
+    "prelu", "prod", "round", "selu", "sign", "silu", "sin", "softplus", "softsign", "trunc",
+    "trunc_divide", "where",
 ]

@@ -3,6 +3,30 @@
 They favour obvious correctness over speed (float64 accumulation, direct loops over windows).
 """
 
+from .activation import (
+    ceil_python,
+    celu_python,
+    cos_python,
+    elu_python,
+    expm1_python,
+    floor_divide_python,
+    floor_python,
+    fmod_python,
+    log1p_python,
+    mish_python,
+    mod_python,
+    prelu_python,
+    prod_python,
+    round_python,
+    selu_python,
+    silu_python,
+    sign_python,
+    sin_python,
+    softplus_python,
+    softsign_python,
+    trunc_divide_python,
+    trunc_python,
+)
 from .adaptive_pool import (
     adaptive_avg_pool2d_python,
     adaptive_max_pool2d_python,
@@ -43,6 +67,23 @@ from .indexing import (
     scatter_nd_python,
     tile_python,
     trilu_python,
+)
+from .logical import (
+    all_python,
+    any_python,
+    equal_python,
+    greater_equal_python,
+    greater_python,
+    isinf_python,
+    isnan_python,
+    less_equal_python,
+    less_python,
+    logical_and_python,
+    logical_not_python,
+    logical_or_python,
+    logical_xor_python,
+    not_equal_python,
+    where_python,
 )
 from .layout import (
     conv2d_NCHWc_python,
@@ -108,4 +149,15 @@ __all__ += [
     "broadcast_to_python", "cumsum_python", "gather_elements_python", "gather_nd_python",
     "group_norm_python", "instance_norm_python", "resize2d_python", "scatter_elements_python",
     "scatter_nd_python", "tile_python", "trilu_python",
+]
+# the math ops: comparisons and logic, where, rounding, remainders, activations, prod/any/all
+__all__ += [
+    "all_python", "any_python", "ceil_python", "celu_python", "cos_python", "elu_python",
+    "equal_python", "expm1_python", "floor_divide_python", "floor_python", "fmod_python",
+    "greater_equal_python", "greater_python", "isinf_python", "isnan_python",
+    "less_equal_python", "less_python", "log1p_python", "logical_and_python",
+    "logical_not_python", "logical_or_python", "logical_xor_python", "mish_python",
+    "mod_python", "not_equal_python", "prelu_python", "prod_python", "round_python",
+    "selu_python", "sign_python", "silu_python", "sin_python", "softplus_python",
+    "softsign_python", "trunc_divide_python", "trunc_python", "where_python",
 ]
