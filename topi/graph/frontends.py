@@ -20,9 +20,9 @@ def from_onnx(model: str | os.PathLike | Any,
     return convert(model, shapes)
 
 
-def from_torch(module: Any, example_inputs: Sequence[Any]) -> Graph:
-    """A PyTorch `nn.Module` captured with `torch.export` on `example_inputs` as a Graph; see
-    `topi.graph.torch.from_torch`."""
+def from_torch(module: Any, example_inputs: Sequence[Any], dynamic_shapes: Any = None) -> Graph:
+    """A PyTorch `nn.Module`, `torch.fx.GraphModule` or `torch.export.ExportedProgram` (captured
+    with `torch.export` on `example_inputs`) as a Graph; see `topi.graph.torch.from_torch`."""
     from .torch import from_torch as convert
 
-    return convert(module, example_inputs)
+    return convert(module, example_inputs, dynamic_shapes)
