@@ -535,6 +535,24 @@ def test_gathers_and_scatters(rng):
                      order=["x", "i", "u"]), updates)
 
 
+def test_slices_of_constants_fold_with_onnx_bounds(rng):
+    """Slices of shapes fold with numpy, empty ones included (Swin's exports slice a shape past
+    its end and concatenate the empty result)."""
+    x = rand(rng, 2, 3, 4)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "three", "big"], ["none"]),
+             helper.make_node("Slice", ["s", "minus1", "small", "zero", "minus1"], ["rev"]),
+             helper.make_node("Concat", ["rev", "none"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    consts = {k: np.array([v], "int64") for k, v in (("three", 3), ("big", 2 ** 63 - 1),
+                                                     ("minus1", -1), ("small", -2 ** 63),
+                                                     ("zero", 0))}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, x.shape)], [onnx.ValueInfoProto(name="y")],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    check(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {"x": x})
+
+
 def test_shape_subgraphs_fold(rng):
     """A causal mask and positions built from the input's shape, as exporters write them, fold
     into constants: the graph keeps only the ops on the input."""

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..symbolic import canon, dim_var, is_symbolic, quotient
 from .graph import Graph
 from .importer import (
     GraphWriter,
@@ -36,6 +37,7 @@ from .importer import (
     node_name,
     require,
     shape_of,
+    shape_value,
 )
 
 try:
@@ -219,9 +221,10 @@ class _Importer(GraphWriter):
                                               zip(dims, shape)):
                 raise ValueError(f"{self.where}: shapes gives {shape} for an input declared "
                                  f"{declared}")
-        elif any(d is None for d in dims):
-            raise ValueError(f"{self.where}: symbolic shape {declared}; pass "
-                             f"shapes={{{inp.name!r}: (...)}}")
+        elif any(d is None for d in dims):  # kept symbolic, named as in the model
+            shape = tuple(d if d is not None else dim_var(
+                node_name(dim.dim_param) if dim.dim_param else f"{node_name(inp.name)}_{k}")
+                for k, (d, dim) in enumerate(zip(dims, ttype.shape.dim)))
         else:
             shape = tuple(dims)  # type: ignore[arg-type]
         self.values[inp.name] = self.graph.input(inp.name, shape, dtype)
@@ -254,7 +257,8 @@ class _Importer(GraphWriter):
         return value
 
     def ints(self, value: Value | None, what: str) -> list[int]:
-        return [int(v) for v in self.static(value, what).reshape(-1)]
+        """Ints (or symbolic dims, where a shape value holds them)."""
+        return [canon(v) for v in self.static(value, what).reshape(-1)]
 
 
 def _optional(inputs: list, k: int) -> Value | None:
@@ -690,7 +694,7 @@ def _arg_reduce(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 def _shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     dims = shape_of(inputs[0])
     start, end = attrs.get("start", 0), attrs.get("end")
-    return [np.array(dims[slice(start, end)], dtype="int64")]
+    return [shape_value(dims[slice(start, end)])]
 
 
 @_converter("Reshape")
@@ -775,8 +779,63 @@ def _slice(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     axes = list(range(len(starts))) if axes_value is None else im.ints(axes_value, "axes")
     steps = [1] * len(starts) if steps_value is None else im.ints(steps_value, "steps")
     axes = [a % len(shape_of(x)) for a in axes]
+    if any(is_symbolic(d) for d in (*starts, *ends, *(shape_of(x)[a] for a in axes))) and \
+            not (isinstance(x, np.ndarray) and x.dtype == object):
+        return [_slice_dims(im, x, starts, ends, axes, steps)]
+    if isinstance(x, np.ndarray):  # folded with numpy, which allows the empty slices of shapes
+        return [x[_index(shape_of(x), starts, ends, axes, steps)]]
     return [im.op("strided_slice", x, begin=tuple(starts), end=tuple(ends),
                   strides=tuple(steps), axes=tuple(axes))]
+
+
+def _index(shape: Sequence[int], starts: list[int], ends: list[int], axes: list[int],
+           steps: list[int]) -> tuple[slice, ...]:
+    """ONNX Slice's bounds as Python slices: negative bounds count from the end, then clamp
+    (to [0, n] going forward, [-1, n - 1] going backward, where -1 is before the first)."""
+    index = [slice(None)] * len(shape)
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        n = shape[axis]
+        start, end = (v + n if v < 0 else v for v in (start, end))
+        low, high = (0, n) if step > 0 else (-1, n - 1)
+        start, end = min(max(start, low), high), min(max(end, low), high)
+        index[axis] = slice(start, None if end < 0 else end, step)
+    return tuple(index)
+
+
+def _slice_dims(im: _Importer, x: Value, starts: list, ends: list, axes: list,
+                steps: list) -> Value:
+    """Slice with symbolic bounds (steps of 1): a position table cut to the sequence length,
+    or a whole symbolic axis."""
+    require(all(s == 1 for s in steps), "a slice of symbolic bounds with steps other than 1")
+    shape = shape_of(x)
+    begins, sizes = [], []
+    for a, b, e in zip(axes, starts, ends):
+        n = shape[a]
+        require(isinstance(b, int) and 0 <= b, f"a slice of axis {a} starting at {b}")
+        if isinstance(e, int) and (e >= 2**31 - 1 or (not is_symbolic(n) and e >= n)):
+            e = n  # to the end
+        size = canon(e - b) if b else e
+        require(not isinstance(size, int) or size >= 1, f"an empty slice {b}:{e}")
+        begins.append(b)
+        sizes.append(size)
+    return im.op("slice_dims", x, axes=tuple(axes), begin=tuple(begins), size=tuple(sizes))
+
+
+def broadcast_dims(a: Sequence, b: Sequence) -> tuple:
+    """numpy's broadcast of two shapes whose dims may be symbolic (equal dims are one object)."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if isinstance(y, int) and y == 1 or x is y:
+            out.append(x)
+        elif isinstance(x, int) and x == 1:
+            out.append(y)
+        elif isinstance(x, int) and isinstance(y, int) and x == y:
+            out.append(x)
+        else:
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+    return tuple(out)
 
 
 @_converter("Gather")
@@ -820,7 +879,7 @@ def _scatter_elements(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 @_converter("Size")
 def _size(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    return [np.array(math.prod(shape_of(inputs[0])), "int64")]
+    return [shape_value(math.prod(shape_of(inputs[0])))]
 
 
 @_converter("ConstantOfShape")
@@ -830,6 +889,9 @@ def _constant_of_shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     if value is not None:
         onnx_dtype(value.data_type, "ConstantOfShape value")
     require(fill.size == 1, f"a value of {fill.size} elements (a single one is required)")
+    if isinstance(inputs[0], np.ndarray) and inputs[0].dtype == object:
+        return [im.graph.apply("full", im.as_node(fill.reshape(())), name=im.name,
+                               shape=tuple(im.ints(inputs[0], "input")))]
     return [np.full(im.ints(inputs[0], "input"), fill.reshape(()), fill.dtype)]
 
 
@@ -837,6 +899,13 @@ def _constant_of_shape(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 def _range(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     start, limit, delta = (im.static(v, what).reshape(()) for v, what in
                            zip(inputs, ("start", "limit", "delta")))
+    if object in (start.dtype, limit.dtype, delta.dtype):  # a symbolic length: position ids
+        count = quotient(canon(limit.item()) - canon(start.item()) + int(delta) - 1, int(delta))
+        require(count is not None and start.dtype != object, "Range of symbolic sizes "
+                f"{start}, {limit}, {delta}")
+        dtype = next(v.dtype for v in (start, limit, delta) if v.dtype != object)
+        return [im.graph.apply("arange", im.as_node(start.astype(dtype)), name=im.name,
+                               count=count, delta=int(delta))]
     count = max(math.ceil((limit - start) / delta), 0)
     return [(start + np.arange(count) * delta).astype(start.dtype)]
 
@@ -851,7 +920,12 @@ def _non_zero(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 @_converter("Expand")
 def _expand(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x = inputs[0]
-    shape = np.broadcast_shapes(shape_of(x), tuple(im.ints(inputs[1], "shape")))
+    target = tuple(im.ints(inputs[1], "shape"))
+    if any(is_symbolic(d) for d in (*target, *shape_of(x))):
+        shape = broadcast_dims(shape_of(x), target)
+        return [x if shape == shape_of(x) else im.op("broadcast_dims", im.as_node(x),
+                                                     shape=shape)]
+    shape = np.broadcast_shapes(shape_of(x), target)
     return [x if shape == shape_of(x) else im.op("broadcast_to", x, shape=shape)]
 
 
