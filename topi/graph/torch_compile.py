@@ -33,11 +33,13 @@ from typing import Any
 
 try:
     import torch
+    from torch.export.graph_signature import OutputKind
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("the tensorlang torch.compile backend needs PyTorch: "
                       "pip install -e .[torch]") from err
 
 from .build import as_target, build
+from .importer import UnsupportedError
 from .model_io import ModelBase
 from .torch import from_torch
 
@@ -110,12 +112,18 @@ class _Bound(torch.nn.Module):
 
 
 class _Built:
-    """One Module of the graph, for one set of input shapes, and what its outputs look like."""
+    """One Module of the graph, for one set of input shapes: its inputs by the exported
+    program's names, and the structure of the program's outputs."""
 
-    def __init__(self, module: ModelBase, input_names: list[str], treespec: Any) -> None:
+    def __init__(self, module: ModelBase, program: torch.export.ExportedProgram) -> None:
+        sig = program.graph_signature
         self.module = module
-        self.input_names = input_names
-        self.treespec = treespec
+        self.input_names = list(sig.user_inputs)
+        self.treespec = program.call_spec.out_spec
+        names = sorted(n.name for n in module.inputs)
+        if names != sorted(self.input_names):
+            raise ValueError(f"the module's inputs {names} are not the program's "
+                             f"{self.input_names}")
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> Any:
         arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
@@ -172,12 +180,13 @@ class CompiledGraph:
                                     category=FutureWarning)
             program = torch.export.export(bound, example)
             graph = from_torch(program, example)
-        module = build(graph, **self.options)
-        user_inputs = program.graph_signature.user_inputs
-        names = [n.name for n in module.inputs]
-        if sorted(names) != sorted(user_inputs):
-            raise ValueError(f"the module's inputs {names} are not the program's {user_inputs}")
-        return _Built(module, list(user_inputs), program.call_spec.out_spec)
+        # the functional program returns new values of what the graph updates in place (an
+        # input's `x.add_(1)`, a batch norm's running statistics) before its outputs
+        sig = program.graph_signature
+        if len(graph.outputs) != len(sig.user_outputs) or any(
+                spec.kind is not OutputKind.USER_OUTPUT for spec in sig.output_specs):
+            raise UnsupportedError("the graph updates its inputs or the model's state in place")
+        return _Built(build(graph, **self.options), program)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
         """The Module for `args` (built on first use), or None to run eagerly."""
