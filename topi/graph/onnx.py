@@ -335,20 +335,20 @@ def _unary(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     return [im.op(_UNARY[im.node.op_type], inputs[0])]
 
 
-@_converter("LeakyRelu")
-def _leaky_relu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    return [im.op("leaky_relu", inputs[0], alpha=float(attrs.get("alpha", 0.01)))]
+#: Activations whose float attributes pass to the graph op as they are: op, attribute defaults.
+_ACTIVATIONS = {
+    "LeakyRelu": ("leaky_relu", {"alpha": 0.01}),
+    "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}),
+    "Elu": ("elu", {"alpha": 1.0}),
+    "Celu": ("celu", {"alpha": 1.0}),
+    "Selu": ("selu", {"alpha": 1.6732632423543772, "gamma": 1.0507009873554805}),
+}
 
 
-@_converter("Elu", "Celu")
-def _elu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    return [im.op(im.node.op_type.lower(), inputs[0], alpha=float(attrs.get("alpha", 1.0)))]
-
-
-@_converter("Selu")
-def _selu(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    return [im.op("selu", inputs[0], alpha=float(attrs.get("alpha", 1.6732632423543772)),
-                  gamma=float(attrs.get("gamma", 1.0507009873554805)))]
+@_converter(*_ACTIVATIONS)
+def _activation(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    op, defaults = _ACTIVATIONS[im.node.op_type]
+    return [im.op(op, inputs[0], **{k: float(attrs.get(k, v)) for k, v in defaults.items()})]
 
 
 @_converter("ThresholdedRelu")
@@ -369,12 +369,6 @@ def _is_inf(im: _Importer, inputs: list, attrs: _Attrs) -> list:
         return [np.zeros(shape_of(x), "bool")]
     side = im.op("greater" if positive else "less", x, np.zeros((), dtype_of(x)))
     return [im.op("logical_and", y, side)]
-
-
-@_converter("HardSigmoid")
-def _hard_sigmoid(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    return [im.op("hard_sigmoid", inputs[0], alpha=float(attrs.get("alpha", 0.2)),
-                  beta=float(attrs.get("beta", 0.5)))]
 
 
 @_converter("Gelu")
