@@ -34,6 +34,9 @@ CASES = {
     "depthwise_conv2d_NCHWc.x86": (((1, 3, 13, 11, 4), (3, 3, 3, 4), 2, (1, 2), 1, "float32"),
                                    lambda a, b: ref.depthwise_conv2d_NCHWc_python(a, b, 2, (1, 2)),
                                    9),
+    "group_conv2d_NCHWc.x86": (((1, 6, 11, 7, 8), (3, 48, 3, 3, 16), 2, 1, 1, 2, "float32"),
+                               lambda a, b: ref.group_conv2d_NCHWc_python(a, b, 2, 1, 1, 2),
+                               24 * 9),
 }
 
 

@@ -8,8 +8,10 @@ inputs (Reshape's shape, Slice's starts, Clip's bounds) are plain values; they b
 constants only where an op reads them as tensors.
 
 Every attribute an ONNX node carries must be read by its converter, so one the frontend does not
-understand raises instead of being silently ignored. An unsupported op, attribute, attribute
-value or dtype raises an error naming the node and its op.
+understand raises instead of being silently ignored. Before converting anything, the import
+lists every op of the model that has no converter, with its count and first node, in one
+UnsupportedError; an unsupported attribute, attribute value or dtype raises an error naming the
+node and its op.
 
 Example:
     g = topi.graph.from_onnx("resnet18.onnx")
@@ -70,9 +72,11 @@ def from_onnx(model: str | os.PathLike | Any,
         outputs in order.
 
     Raises:
-        UnsupportedError: an op, attribute or attribute value the frontend does not translate.
+        UnsupportedError: ops the frontend does not translate (all of them, each with its count
+            and first node), or an attribute or attribute value it does not translate.
         TypeError: a tensor of an unsupported dtype, or `model` of the wrong type.
-        ValueError: an opset outside 13..21, a symbolic input shape, an inconsistent model.
+        ValueError: a file that is not a readable ONNX model, an opset outside 13..21, a
+            symbolic input shape, an inconsistent model.
         Errors of a node name the node and its op.
     """
     if isinstance(model, (str, os.PathLike)):
@@ -562,8 +566,8 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
     require(0 not in kernel, "kernel_shape is required")
     stride, dilation = _spatial(attrs, "strides"), _spatial(attrs, "dilations")
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
-    return {"kernel": kernel, "stride": stride, "padding": compact_padding(pads), "dilation": dilation,
-            "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    return {"kernel": kernel, "stride": stride, "padding": compact_padding(pads),
+            "dilation": dilation, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
 
 
 @_converter("MaxPool")

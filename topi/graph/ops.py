@@ -287,6 +287,10 @@ register_op("depthwise_conv2d_NCHWc", _conv(nn.depthwise_conv2d_NCHWc),
             x86.schedule_depthwise_conv2d_NCHWc, P.OUT_FUSABLE,
             tasks={"depthwise_conv2d_NCHWc": "depthwise_conv2d_NCHWc.x86"},
             reference=_conv(T.depthwise_conv2d_NCHWc_python))
+register_op("group_conv2d_NCHWc", _group_conv(nn.group_conv2d_NCHWc),
+            x86.schedule_group_conv2d_NCHWc, P.OUT_FUSABLE,
+            tasks={"group_conv2d_NCHWc": "group_conv2d_NCHWc.x86"},
+            reference=_group_conv(T.group_conv2d_NCHWc_python))
 register_op("group_conv2d", _group_conv(nn.group_conv2d_nchw), x86.schedule_group_conv2d_nchw,
             P.OUT_FUSABLE, reference=_group_conv(T.group_conv2d_nchw_python))
 register_op("conv2d_nhwc", _conv(nn.conv2d_nhwc), x86.schedule_conv2d_nhwc, P.OUT_FUSABLE,

@@ -38,7 +38,13 @@ from .conv2d import (
     group_conv2d_nchw,
     window_geometry,
 )
-from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc
+from .conv2d_nchwc import (
+    conv2d_NCHWc,
+    depthwise_conv2d_NCHWc,
+    group_conv2d_NCHWc,
+    group_conv2d_width,
+    pack_group_conv2d_kernel,
+)
 from .conv2d_transpose import conv2d_transpose_nchw
 from .dense import batch_matmul, dense, matmul
 from .elemwise import (
@@ -131,7 +137,8 @@ __all__ = [
 __all__ += ["argmax", "argmin"]
 # the NCHW[x]c layout ops
 __all__ += [
-    "channel_block", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "layout_transform",
+    "channel_block", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "group_conv2d_NCHWc",
+    "group_conv2d_width", "pack_group_conv2d_kernel", "layout_transform",
     "nchwc_block",
 ]
 # the data ops: resizing, scans, tiling, gathers and scatters, triangles, group norms

@@ -75,26 +75,35 @@ def _pad_nchw(data: tl.Tensor, g: WindowGeometry) -> tl.Tensor:
 
 
 def blocked_conv(read: Callable[[Expr, Expr, Expr, Expr], Expr], kernel_vec: tl.Tensor,
-                 batch: int, in_channels: int, g: WindowGeometry, dtype: str) -> tl.Tensor:
+                 batch: int, in_channels: int, g: WindowGeometry, dtype: str,
+                 channel: Callable[[Expr, Expr], Expr] | None = None,
+                 shared_input_blocks: int | None = None) -> tl.Tensor:
     """The convolution stage of the x86 conv schedule: (N, K/w, OH, OW, w) output channels in
-    blocks of w over a kernel packed as (K/w, C, R, S, w), summing over input channels, kernel
-    rows and kernel columns (in that order of reduce axes); `read(n, c, iy, ix)` reads the
-    padded input, whatever its layout. Tagged "conv2d_nchw_blocked"."""
+    blocks of w over a kernel packed as (K/w, C, R, S, w), summing over `in_channels` input
+    channels, kernel rows and kernel columns (in that order of reduce axes); `read(n, c, iy, ix)`
+    reads the padded input, whatever its layout. Tagged "conv2d_nchw_blocked".
+
+    `channel(ko, rc)` is the input channel that step `rc` of output block `ko` reads (`rc`
+    itself by default; a grouped convolution starts each block at its first group's inputs),
+    and `shared_input_blocks` says how many consecutive output blocks read the same input
+    channels (all of them by default): the schedule only stacks those in one register block."""
     blocks, _, r, s, width = const_shape(kernel_vec, "blocked_conv: kernel")
     rc = tl.reduce_axis((0, in_channels), name="rc")
     ry = tl.reduce_axis((0, r), name="ry")
     rx = tl.reduce_axis((0, s), name="rx")
     (sh, sw), (dh, dw) = g.stride, g.dilation
+    channel = channel or (lambda ko, c: c)
     return tl.compute(
         (batch, blocks, g.out_h, g.out_w, width),
         lambda b, ko, y, x, ki: tl.sum(
-            read(b, rc, y * sh + ry * dh, x * sw + rx * dw).astype(dtype)
+            read(b, channel(ko, rc), y * sh + ry * dh, x * sw + rx * dw).astype(dtype)
             * kernel_vec[ko, rc, ry, rx, ki].astype(dtype),
             axis=[rc, ry, rx],
         ),
         name="conv2d_nchw_blocked",
         tag="conv2d_nchw_blocked",
-        attrs={"window": (g.stride, g.dilation)},
+        attrs={"window": (g.stride, g.dilation),
+               "shared_input_blocks": shared_input_blocks or blocks},
     )
 
 

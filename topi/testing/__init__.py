@@ -88,7 +88,9 @@ from .logical import (
 from .layout import (
     conv2d_NCHWc_python,
     depthwise_conv2d_NCHWc_python,
+    group_conv2d_NCHWc_python,
     layout_transform_python,
+    unpack_group_conv2d_kernel,
 )
 from .math import (
     abs_python,
@@ -142,7 +144,8 @@ __all__ = [
 __all__ += ["argmax_python", "argmin_python"]
 # the NCHW[x]c layout ops
 __all__ += [
-    "conv2d_NCHWc_python", "depthwise_conv2d_NCHWc_python", "layout_transform_python",
+    "conv2d_NCHWc_python", "depthwise_conv2d_NCHWc_python", "group_conv2d_NCHWc_python",
+    "layout_transform_python", "unpack_group_conv2d_kernel",
 ]
 # the data ops: resizing, scans, tiling, gathers and scatters, triangles, group norms
 __all__ += [

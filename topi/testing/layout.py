@@ -47,3 +47,38 @@ def depthwise_conv2d_NCHWc_python(data: np.ndarray, kernel: np.ndarray,
     weight = kernel.transpose(0, 3, 1, 2).reshape(blocks * lanes, 1, r, s)
     out = depthwise_conv2d_nchw_python(to_nchw(data), weight, stride, padding, dilation)
     return to_nchwc(out, lanes)
+
+
+def unpack_group_conv2d_kernel(kernel: np.ndarray, in_channels: int, groups: int) -> np.ndarray:
+    """The OIHW weight (K, C / groups, R, S) of a kernel packed for group_conv2d_NCHWc
+    (K/bo, W, R, S, bo): output channel ko * bo + ki's filter starts at its group's offset
+    from the block's first group (the inverse of `topi.nn.pack_group_conv2d_kernel`)."""
+    k_blocks, _, r, s, bo = kernel.shape
+    k = k_blocks * bo
+    per_in, per_out = in_channels // groups, k // groups
+    weight = np.empty((k, per_in, r, s), kernel.dtype)
+    for oc in range(k):
+        ko, ki = divmod(oc, bo)
+        start = (oc // per_out - ko * bo // per_out) * per_in
+        weight[oc] = kernel[ko, start:start + per_in, :, :, ki]
+    return weight
+
+
+def group_conv2d_NCHWc_python(data: np.ndarray, kernel: np.ndarray, stride: int | tuple[int, int],
+                              padding: PaddingLike, dilation: int | tuple[int, int],
+                              groups: int) -> np.ndarray:
+    """data (N, C/bi, H, W, bi) or (N, C, H, W) * kernel (K/bo, W, R, S, bo) with `groups`
+    groups -> (N, K/bo, OH, OW, bo): output block ko convolves the W input channels from its
+    first group's first channel on (the last channel repeated past the end) with kernel[ko],
+    which is the grouped convolution when the kernel is packed (zeros off the groups)."""
+    plain = to_nchw(data) if data.ndim == 5 else data
+    channels = plain.shape[1]
+    k_blocks, width, _, _, bo = kernel.shape
+    per_in, per_out = channels // groups, k_blocks * bo // groups
+    blocks = []
+    for ko in range(k_blocks):
+        start = ko * bo // per_out * per_in
+        read = np.minimum(np.arange(start, start + width), channels - 1)
+        blocks.append(conv2d_nchw_python(plain[:, read], kernel[ko].transpose(3, 0, 1, 2),
+                                         stride, padding, dilation))
+    return to_nchwc(np.concatenate(blocks, axis=1), bo)

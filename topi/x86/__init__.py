@@ -1,7 +1,7 @@
 """x86 schedules: `schedule_<op>(outs)` for every topi.nn op, and the tunable templates
 "conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86", "matmul.x86",
-"batch_matmul.x86", "conv2d_NCHWc.x86" and "depthwise_conv2d_NCHWc.x86" (registered with autotune
-on import).
+"batch_matmul.x86", "conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86" and
+"group_conv2d_NCHWc.x86" (registered with autotune on import).
 
 Schedules of tunable ops take the best config of the active `autotune.apply_history_best`
 context for their workload, and an explicit fallback config otherwise.
@@ -33,6 +33,7 @@ from .generic import (
     schedule_sum,
     schedule_take,
 )
+from .group_conv2d import schedule_group_conv2d_NCHWc
 from .injective import (
     schedule_add,
     schedule_avg_pool2d,
@@ -65,6 +66,7 @@ from .injective import (
 TEMPLATES = (
     "conv2d_nchw.x86", "conv2d_nhwc.x86", "depthwise_conv2d_nchw.x86", "dense.x86",
     "matmul.x86", "batch_matmul.x86", "conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
+    "group_conv2d_NCHWc.x86",
 )
 
 __all__ = [
@@ -86,4 +88,5 @@ __all__ = [
     "schedule_take",
 ]
 __all__ += ["schedule_argmax", "schedule_argmin", "schedule_argreduce"]
-__all__ += ["schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc"]
+__all__ += ["schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc",
+            "schedule_group_conv2d_NCHWc"]

@@ -53,13 +53,13 @@ def template_schedule(cfg: Any, out: tl.Tensor, schedule_with: ScheduleWith) -> 
 def conv_template(cfg: Any, conv: Callable[..., tl.Tensor], schedule_with: ScheduleWith,
                   data_shape: Sequence[int], kernel_shape: Sequence[int], stride: Any,
                   padding: Any, dilation: Any, dtype: str,
-                  channel_axis: int | tuple[int, ...]) -> tuple:
+                  channel_axis: int | tuple[int, ...], products: int | None = None) -> tuple:
     """The body of a convolution template: `conv(data, kernel, stride, padding, dilation,
     dtype)` scheduled with `cfg`, and its flop count (declared, since a blocked layout's padded
-    lanes would inflate a count of the computes). Each output point sums kernel size / output
-    channels products, whatever the layout: 2 flop each. `channel_axis` is the output's channel
-    axis, or the axes whose extents multiply to the channel count (blocks and lanes of
-    NCHW[x]c)."""
+    lanes would inflate a count of the computes). Each output point sums `products` products
+    (by default kernel size / output channels, whatever the layout): 2 flop each.
+    `channel_axis` is the output's channel axis, or the axes whose extents multiply to the
+    channel count (blocks and lanes of NCHW[x]c)."""
     data = tl.placeholder(data_shape, dtype, name="data")
     kernel = tl.placeholder(kernel_shape, dtype, name="kernel")
     out = conv(data, kernel, stride, padding, dilation, dtype)
@@ -67,5 +67,7 @@ def conv_template(cfg: Any, conv: Callable[..., tl.Tensor], schedule_with: Sched
     points = [static_extent(a) for a in out.op.axis]
     axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
     channels = math.prod(points[a] for a in axes)
-    cfg.add_flop(2 * math.prod(points) * math.prod(kernel_shape) // channels)
+    if products is None:
+        products = math.prod(kernel_shape) // channels
+    cfg.add_flop(2 * math.prod(points) * products)
     return s, [data, kernel, out]

@@ -165,7 +165,10 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     _, blocks, out_h, out_w, lanes = (static_extent(a) for a in blocked.op.axis)
     in_channels, kernel_h, kernel_w = (static_extent(a) for a in blocked.op.reduce_axis)
     (stride_h, stride_w), (dilation_h, dilation_w) = blocked.op.attrs["window"]
-    define_conv_space(cfg, in_channels, blocks, (out_h, out_w), lanes,
+    # A register block stacks only output blocks that read the same inputs (all of them but
+    # in a grouped convolution): each broadcast input then feeds tile_oc FMAs.
+    shared = min(blocks, blocked.op.attrs.get("shared_input_blocks", blocks))
+    define_conv_space(cfg, in_channels, shared, (out_h, out_w), lanes,
                       ((kernel_h - 1) * dilation_h + 1, (kernel_w - 1) * dilation_w + 1,
                        stride_h, stride_w))
     oc_vectors = cfg["tile_oc"].val

@@ -1,13 +1,15 @@
 """Pick layouts: convolutions run on channel-blocked NCHW[x]c activations, kept between them.
 
-Each convolution and depthwise convolution whose weight is a constant becomes its NCHW[x]c form
-(`conv2d_NCHWc`, `depthwise_conv2d_NCHWc`, with the weight packed here, by numpy), and its
-result stays blocked through what reads it channel by channel: elementwise ops (relu, clip, ...),
-broadcast ops whose other operands are constants or blocked values of the same shape (a bias
-add, a residual add), and pooling. A `layout_transform` is inserted only where a value crosses
-into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
-(reshape, dense, concatenate, ...) and at the graph outputs, which keep their NCHW shapes and
-names. Constants are re-laid-out here, never by running kernels.
+Each convolution, grouped convolution and depthwise convolution whose weight is a constant
+becomes its NCHW[x]c form (`conv2d_NCHWc`, `group_conv2d_NCHWc`, `depthwise_conv2d_NCHWc`, with
+the weight packed here, by numpy), and its result stays blocked through what reads it channel by
+channel: elementwise ops (relu, clip, ...), broadcast ops whose other operands are constants or
+blocked values of the same shape (a bias add, a residual add), and pooling. A `layout_transform`
+is inserted only where a value crosses into or out of the blocked world: at a graph input, before
+an op without NCHW[x]c support (reshape, dense, concatenate, ...) and at the graph outputs, which
+keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
+A grouped convolution takes the blocks of a dense one: groups narrower than a block share it
+(no channel is padded), wider ones span several blocks.
 
 Block sizes come from the current target (`tl.Target.current()`): a layer's channels use the
 largest power of two that divides them and fits one vector (`topi.nn.channel_block`: 16 on
@@ -26,7 +28,7 @@ import numpy as np
 
 import tensorlang as tl
 
-from ...nn import channel_block
+from ...nn import channel_block, pack_group_conv2d_kernel
 from ..graph import Graph, Node, NodeKind
 from ..ops import OpPattern
 from .common import copy_node
@@ -92,6 +94,8 @@ class _Rewriter:
             return copy_node(self.out, old, inputs)
         if old.op == "conv2d":
             new = self.conv2d(old, inputs)
+        elif old.op == "group_conv2d":
+            new = self.group_conv2d(old, inputs)
         elif old.op == "depthwise_conv2d":
             new = self.depthwise(old, inputs)
         elif old.op in POOLS:
@@ -113,23 +117,46 @@ class _Rewriter:
     def constant(self, old: Node, value: np.ndarray) -> Node:
         return self.out.constant(np.ascontiguousarray(value), name=f"{old.name}_NCHWc")
 
-    def conv2d(self, old: Node, inputs: Sequence[Node]) -> Node | None:
-        data, weight = inputs
+    def conv_blocks(self, old: Node, data: Node, weight: Node) -> tuple[int, int] | None:
+        """(input block, output block) of a convolution in NCHW[x]c, or None when it stays in
+        NCHW (a weight that is not a constant, or too few output channels for a block)."""
         if weight.kind is not NodeKind.CONSTANT:
             return None
-        k, c, r, s = weight.shape
         lanes = self.lanes(old)
-        if channel_block(k, lanes) < lanes // 2:
+        out_block = channel_block(weight.shape[0], lanes)
+        if out_block < lanes // 2:
             return None
         # An NCHW input is worth a transform when its channels make blocks (then each step
         # reads channels contiguously); one without (an image's 3 channels) is read as it is.
         in_block = self.block.get(data, 0)
-        if not in_block and channel_block(c, lanes) >= lanes // 2:
-            in_block = channel_block(c, lanes)
-        out_block = channel_block(k, lanes)
+        channels = data.shape[1]
+        if not in_block and channel_block(channels, lanes) >= lanes // 2:
+            in_block = channel_block(channels, lanes)
+        return in_block, out_block
+
+    def conv2d(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        data, weight = inputs
+        blocks = self.conv_blocks(old, data, weight)
+        if blocks is None:
+            return None
+        in_block, out_block = blocks
+        k, c, r, s = weight.shape
         packed = weight.value.reshape(k // out_block, out_block, c, r, s).transpose(0, 2, 3, 4, 1)
         return self.blocked_op(old, "conv2d_NCHWc", [self.as_block(data, in_block),
                                                      self.constant(weight, packed)],
+                               out_block, **old.attrs)
+
+    def group_conv2d(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        """A grouped convolution in NCHW[x]c: several narrow groups share an output block
+        (`topi.nn.pack_group_conv2d_kernel`), so the blocks are those of a dense conv."""
+        data, weight = inputs
+        blocks = self.conv_blocks(old, data, weight)
+        if blocks is None:
+            return None
+        in_block, out_block = blocks
+        packed = pack_group_conv2d_kernel(weight.value, old.attrs["groups"], out_block)
+        return self.blocked_op(old, "group_conv2d_NCHWc", [self.as_block(data, in_block),
+                                                           self.constant(weight, packed)],
                                out_block, **old.attrs)
 
     def depthwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
