@@ -6,6 +6,7 @@ callable on numpy arrays. See shared/API.md for the contract this package implem
 """
 
 from .build import build
+from .calls import TensorRegion, call_extern, call_llvm_intrin, reinterpret
 from .codegen.target import Target
 from .dtype import DType
 from .expr import Expr, IterVar, Var, cast, const, maximum, minimum, select
@@ -31,6 +32,7 @@ from . import printer as _printer  # noqa: F401  (gives IR nodes their str())
 from .lower import lower
 from .runtime import Module, get_num_threads, load_module, set_num_threads
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin, extern
 from .tensor import (
     ComputeOp,
     Operation,
@@ -58,4 +60,6 @@ __all__ = [
     "sigmoid", "sqrt", "sum", "tanh", "var",
 ]
 __all__ += ["get_const_tuple"]
+__all__ += ["TensorIntrin", "TensorRegion", "call_extern", "call_llvm_intrin", "decl_tensor_intrin",
+            "extern", "reinterpret"]
 __all__ += ["cos", "sin"]

@@ -32,6 +32,7 @@ class DTypeKind(enum.Enum):
     INT = "int"
     UINT = "uint"
     FLOAT = "float"
+    BFLOAT = "bfloat"
     HANDLE = "handle"
 
 
@@ -55,8 +56,8 @@ class DType:
 
     @property
     def is_float(self) -> bool:
-        """Whether this is a floating-point type."""
-        return self.kind is DTypeKind.FLOAT
+        """Whether this is a floating-point type (bfloat16 included)."""
+        return self.kind is DTypeKind.FLOAT or self.kind is DTypeKind.BFLOAT
 
     @property
     def is_int(self) -> bool:
@@ -99,8 +100,14 @@ class DType:
 
     @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype of one element."""
-        return np.dtype(str(self.element))
+        """The numpy dtype of one element (bfloat16: ml_dtypes' type, once imported)."""
+        try:
+            return np.dtype(str(self.element))
+        except TypeError:
+            if self.kind is DTypeKind.BFLOAT:
+                raise TypeError("bfloat16 arrays need ml_dtypes (import ml_dtypes, then pass "
+                                "arrays of dtype ml_dtypes.bfloat16)") from None
+            raise
 
     def min_value(self) -> int | float:
         """The smallest value of the type (of one lane)."""
@@ -132,6 +139,7 @@ _BY_NAME: dict[str, DType] = {
     "uint32": DType(DTypeKind.UINT, 32),
     "uint64": DType(DTypeKind.UINT, 64),
     "float16": DType(DTypeKind.FLOAT, 16),
+    "bfloat16": DType(DTypeKind.BFLOAT, 16),
     "float32": DType(DTypeKind.FLOAT, 32),
     "float64": DType(DTypeKind.FLOAT, 64),
 }
@@ -178,6 +186,9 @@ def promote(a: DType, b: DType) -> DType:
         return a.element.with_lanes(lanes)
     if a.is_float != b.is_float:
         return (a if a.is_float else b).element.with_lanes(lanes)
+    if a.is_float and (a.kind is DTypeKind.BFLOAT or b.kind is DTypeKind.BFLOAT):
+        wider = a if a.bits > b.bits else b if b.bits > a.bits else as_dtype("float32")
+        return wider.element.with_lanes(lanes)  # bfloat16 with float16 meet in float32
     return as_dtype(np.promote_types(a.numpy, b.numpy)).with_lanes(lanes)
 
 

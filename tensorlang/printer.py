@@ -6,6 +6,7 @@ format is stable: one statement per line, 4-space indents, Python operators and 
 
 from __future__ import annotations
 
+from .calls import AddressOf, CallExtern, CallLLVMIntrin, Reinterpret
 from .arith import simplify
 from .expr import (
     Binary,
@@ -112,6 +113,13 @@ def _expr(node: Expr) -> tuple[str, int]:
         source = ", ".join(_plain(s) for s in node.source)
         where = "" if _is_true(node.condition) else f", where={_plain(node.condition)}"
         return f"{node.combiner.name}({source}, axis=[{axes}]{where})", _ATOM
+    if isinstance(node, (CallExtern, CallLLVMIntrin)):
+        name = node.symbol if isinstance(node, CallExtern) else node.name
+        return f'call("{name}", {", ".join(_plain(a) for a in node.args)})', _ATOM
+    if isinstance(node, Reinterpret):
+        return f"reinterpret({_plain(node.value)}, {node.dtype})", _ATOM
+    if isinstance(node, AddressOf):
+        return f"&{node.buffer.name}[{_plain(node.index)}]", _ATOM
     return f"<{type(node).__name__}>", _ATOM
 
 

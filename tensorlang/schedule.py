@@ -33,7 +33,9 @@ from .expr import (
     const,
 )
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, compute
-from .visitor import Mutator, substitute
+from .tensor_intrin import IntrinMismatch, TensorIntrin, match_intrin
+from .arith import simplify
+from .visitor import Mutator, free_vars, structural_equal, substitute
 
 
 class ScheduleError(ValueError):
@@ -90,6 +92,19 @@ class Fuse:
 
 
 Relation = Union[Split, Fuse]
+
+
+@dataclass(frozen=True)
+class Tensorized:
+    """A stage's loops from `axis` inwards (`inside`) replaced by `intrin`: `reads` maps each
+    placeholder of the intrinsic to the stage's tensor and region base it stands for, and
+    `axis_map` each original axis variable under `axis` to base + the intrinsic's variable."""
+
+    axis: IterVar
+    intrin: TensorIntrin
+    inside: tuple[IterVar, ...]
+    reads: dict
+    axis_map: dict
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.steps: list[Step] = []
+        self.tensorized: Tensorized | None = None
         self._reset_axes()
 
     def _reset_axes(self) -> None:
@@ -410,6 +426,85 @@ class Stage:
         self._require_compute("compute_root")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
         self._record("compute_root", "")
+
+    def tensorize(self, axis: IterVar, intrin: TensorIntrin) -> None:
+        """Replace the loops from `axis` inwards by the tensor intrinsic `intrin`.
+
+        The loops under `axis` must compute exactly what the intrinsic's compute does: one loop
+        per axis of it, with the same extents (data axes in order, then reduction axes), each
+        the innermost part of an axis of this stage, and the same expression reading regions of
+        this stage's inputs that move with those loops as the intrinsic's placeholders do.
+
+        Raises:
+            ScheduleError: naming what differs.
+        """
+        self._require_compute("tensorize")
+        self._require_leaf(axis, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise TypeError(f"tensorize on stage {self.name}: expected a tl.decl_tensor_intrin "
+                            f"result, got {intrin!r}")
+        op = self.op
+        assert isinstance(op, ComputeOp)
+        inside = self.leaf_iter_vars[self._leaf_index(axis):]
+        fail = f"tensorize {intrin.name} at {axis.name} of stage {self.name}"
+        data = [iv for iv in inside if iv.kind is IterKind.DATA_PAR]
+        reduce = [iv for iv in inside if iv.kind is IterKind.REDUCE]
+        theirs_data, theirs_reduce = intrin.op.axis, intrin.op.reduce_axis
+        if len(data) != len(theirs_data) or len(reduce) != len(theirs_reduce):
+            raise ScheduleError(
+                f"{fail}: the loops inside are {len(data)} data and {len(reduce)} reduction "
+                f"loops ({', '.join(iv.name for iv in inside)}); the intrinsic has "
+                f"{len(theirs_data)} and {len(theirs_reduce)}")
+        pairs = dict(zip([*data, *reduce], [*theirs_data, *theirs_reduce]))
+        if inside != [*data, *reduce]:
+            raise ScheduleError(f"{fail}: put the data loops before the reduction loops")
+        for ours, theirs in pairs.items():
+            if not structural_equal(ours.dom.extent, theirs.dom.extent):
+                raise ScheduleError(f"{fail}: loop {ours.name} has extent {ours.dom.extent}, the "
+                                    f"intrinsic's {theirs.name} {theirs.dom.extent}")
+        values = self._axis_values()
+        inside_vars = {iv.var: iv for iv in inside}
+        axis_map: dict[Var, Expr] = {}
+        moved: list[IterVar] = []
+        for iv in (*op.axis, *op.reduce_axis):
+            value = values[iv]
+            used = [v for v in free_vars(value) if v in inside_vars]
+            if not used:
+                continue
+            base = simplify(substitute(value, {v: const(0, v.dtype) for v in used}))
+            offset = simplify(binary(BinaryOp.SUB, value, base))
+            if len(used) != 1 or not structural_equal(offset, used[0]):
+                raise ScheduleError(f"{fail}: axis {iv.name} is not the innermost part of one "
+                                    "loop inside (split it so that its inner loop is)")
+            theirs = pairs[inside_vars[used[0]]]
+            axis_map[iv.var] = binary(BinaryOp.ADD, base, theirs.var)
+            if iv.kind is IterKind.DATA_PAR:
+                moved.append(iv)
+        if moved != list(op.axis[len(op.axis) - len(moved):]):
+            raise ScheduleError(f"{fail}: the tensorized data loops must be the output's "
+                                "trailing axes, in order")
+        try:
+            reads = match_intrin(op.body[0], axis_map, intrin)
+        except IntrinMismatch as exc:
+            raise ScheduleError(f"{fail}: {exc}") from None
+        self.tensorized = Tensorized(axis, intrin, tuple(inside), reads, axis_map)
+        self._record("tensorize", f"{axis.name}, {intrin.name}")
+
+    def _axis_values(self) -> dict[IterVar, Expr]:
+        """Every axis's value as an expression of the leaf loop variables."""
+        values: dict[IterVar, Expr] = {iv: iv.var for iv in self.leaf_iter_vars}
+        for rel in reversed(self.relations):
+            if isinstance(rel, Split):
+                values[rel.parent] = binary(BinaryOp.ADD, binary(
+                    BinaryOp.MUL, values[rel.outer], rel.inner.dom.extent), values[rel.inner])
+            else:
+                extent = rel.inner.dom.extent
+                values[rel.outer] = binary(BinaryOp.FLOORDIV, values[rel.fused], extent)
+                values[rel.inner] = binary(BinaryOp.FLOORMOD, values[rel.fused], extent)
+        for iv in self.op.reduce_axis:
+            if not (isinstance(iv.dom.min, Const) and iv.dom.min.value == 0):
+                values[iv] = binary(BinaryOp.ADD, iv.dom.min, values[iv])
+        return values
 
     def __str__(self) -> str:
         lines = [f"stage {self.name} ({self.scope}, {self.attach.value})"]

@@ -31,6 +31,8 @@ def scalar_type(t: DType, memory: bool = False) -> str:
         return "i8" if memory else "i1"
     if t.kind is DTypeKind.FLOAT:
         return {16: "half", 32: "float", 64: "double"}[t.bits]
+    if t.kind is DTypeKind.BFLOAT:
+        return "bfloat"
     if t.kind is DTypeKind.HANDLE:
         return "ptr"
     return f"i{t.bits}"
@@ -58,7 +60,7 @@ def lanes_of(ty: str) -> int:
 def mangle(ty: str) -> str:
     """The overload suffix of an intrinsic for `ty`: f32, v16f32, i64, v8i1, p0, v16p0."""
     elem = element_of(ty)
-    suffix = {"half": "f16", "float": "f32", "double": "f64", "ptr": "p0"}.get(elem, elem)
+    suffix = {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64", "ptr": "p0"}.get(elem, elem)
     lanes = lanes_of(ty)
     return suffix if lanes == 1 else f"v{lanes}{suffix}"
 
@@ -67,6 +69,9 @@ def _float_literal(value: float, elem: str) -> str:
     if elem == "half":
         (bits,) = struct.unpack("<H", struct.pack("<e", value))
         return f"0xH{bits:04X}"
+    if elem == "bfloat":  # the top half of the float32, rounded to nearest even
+        (word,) = struct.unpack("<I", struct.pack("<f", value))
+        return f"0xR{((word + 0x7FFF + ((word >> 16) & 1)) >> 16) & 0xFFFF:04X}"
     if elem == "float":
         # LLVM writes float literals as the double with the same value.
         value = struct.unpack("<f", struct.pack("<f", value))[0]
@@ -77,7 +82,7 @@ def _float_literal(value: float, elem: str) -> str:
 def const(ty: str, value: bool | int | float) -> Val:
     """A constant of scalar or vector type `ty` (vectors are splats)."""
     elem = element_of(ty)
-    if elem in ("half", "float", "double"):
+    if elem in ("half", "bfloat", "float", "double"):
         lit = _float_literal(float(value), elem)
     elif elem == "i1":
         lit = "true" if value else "false"

@@ -55,6 +55,7 @@ from ..ir import (
 from ..lower import debug_level
 from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
 from ..visitor import contains, variables_in_order
+from .calls import EXPR_HANDLERS, has_effect
 from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
@@ -151,6 +152,8 @@ class CodeGen:
             Broadcast: self._broadcast,
             Let: self._let,
         }
+        for node_type, handler in EXPR_HANDLERS.items():
+            self._expr_methods[node_type] = lambda e, handler=handler: handler(self, e)
 
     # ----------------------------------------------------------------- module
     def module_text(self) -> str:
@@ -658,7 +661,8 @@ class CodeGen:
         elif isinstance(s, Allocate):
             self._allocate(s)
         elif isinstance(s, Evaluate):
-            pass  # expressions have no side effects
+            if has_effect(s.value):  # a C function's call; other expressions do nothing
+                self.expr(s.value)
         else:
             raise NotImplementedError(f"codegen does not support {type(s).__name__}")
 

@@ -30,6 +30,7 @@ from ..expr import (
 from ..ir import (
     Allocate,
     Buffer,
+    Evaluate,
     For,
     ForKind,
     IfThenElse,
@@ -49,7 +50,9 @@ from ..schedule import (
     ScheduleError,
     Stage,
 )
+from ..calls import TensorRegion
 from ..tensor import ComputeOp, PlaceholderOp, Tensor
+from ..tensor_intrin import ExternOp
 from ..visitor import (
     Mutator,
     contains,
@@ -124,7 +127,7 @@ class LoopNestBuilder:
         self.compute_stages = [
             s
             for s in schedule.stages
-            if isinstance(s.op, ComputeOp) and s.attach is not AttachKind.INLINE
+            if isinstance(s.op, (ComputeOp, ExternOp)) and s.attach is not AttachKind.INLINE
         ]
 
     # -- buffers ------------------------------------------------------------------------------
@@ -142,7 +145,8 @@ class LoopNestBuilder:
         key = (stage, index)
         if key not in self.buffers:
             t = stage.op.outputs[index]
-            shape = tuple(self.regions[stage].loop_extents)
+            shape = tuple(t.shape if isinstance(stage.op, ExternOp)
+                          else self.regions[stage].loop_extents)
             self.buffers[key] = Buffer(
                 t.name, t.dtype_, shape, Var(f"{t.name}_data", HANDLE), Scope.LOCAL
             )
@@ -205,7 +209,7 @@ class LoopNestBuilder:
         inlined into them), each with its reads of it."""
         found = []
         for reader in self.compute_stages:
-            reads = [node for body in self.bodies[reader] for node in nodes_below(body)
+            reads = [node for body in self.bodies.get(reader, ()) for node in nodes_below(body)
                      if isinstance(node, TensorRead) and self.schedule[node.tensor.op] is stage]
             if reads:
                 found.append((reader, reads))
@@ -254,6 +258,10 @@ class LoopNestBuilder:
                 self.attached.setdefault(stage.attach_ivar, []).append(stage)
         for stage in reversed(self.compute_stages):
             op = stage.op
+            if isinstance(op, ExternOp):  # whole tensors, no loops of its own
+                shape = list(op.outputs[0].shape)
+                self.regions[stage] = _Region([const(0) for _ in shape], shape, shape, False)
+                continue
             assert isinstance(op, ComputeOp)
             region = self._infer_region(stage)
             self.regions[stage] = region
@@ -385,6 +393,8 @@ class LoopNestBuilder:
         return body
 
     def _stage_nest(self, stage: Stage) -> Stmt:
+        if isinstance(stage.op, ExternOp):
+            return self._extern_nest(stage)
         op = stage.op
         assert isinstance(op, ComputeOp)
         loops = self.loops[stage]
@@ -397,8 +407,13 @@ class LoopNestBuilder:
                 ProducerStore(buf, store_index, self._rewrite_reads(substitute(value, values)))
                 for buf, value in zip(outputs, body)
             ]
-            inner = self._guarded(seq(*stores), self._guards(stage, include_reduce=False))
-            return self._wrap_loops(stage, stage.leaf_iter_vars, inner, attach=True)
+            leaves = stage.leaf_iter_vars
+            if stage.tensorized is not None:
+                at = leaves.index(stage.tensorized.axis)
+                inner, leaves = self._tensorized(stage, outputs, store_index), leaves[:at]
+            else:
+                inner = self._guarded(seq(*stores), self._guards(stage, include_reduce=False))
+            return self._wrap_loops(stage, leaves, inner, attach=True)
         reduce = body[0]
         assert isinstance(reduce, Reduce)
         reduce_leaves: set[IterVar] = set()
@@ -428,8 +443,66 @@ class LoopNestBuilder:
             likely = not contains(condition, ProducerLoad)
             update = IfThenElse(condition, update, None, likely=likely)
         update = self._guarded(update, self._guards(stage, include_reduce=True))
-        update_nest = self._wrap_loops(stage, leaves[split_at:], update, attach=True)
+        inner_leaves = leaves[split_at:]
+        if stage.tensorized is not None:
+            at = leaves.index(stage.tensorized.axis)
+            if at < split_at:  # the whole reduction is inside: initialise, then the intrinsic
+                inside_data = [iv for iv in leaves[at:] if iv not in reduce_leaves]
+                reset = self._wrap_loops(stage, inside_data, init, attach=False)
+                whole = self._tensorized(stage, outputs, store_index, reset)
+                return self._wrap_loops(stage, leaves[:at], whole, attach=True)
+            update, inner_leaves = self._tensorized(stage, outputs, store_index), leaves[split_at:at]
+        update_nest = self._wrap_loops(stage, inner_leaves, update, attach=True)
         return self._wrap_loops(stage, leaves[:split_at], seq(init_nest, update_nest), attach=True)
+
+    def _tensorized(self, stage: Stage, outputs: Sequence[Buffer],
+                    store_index: tuple[Expr, ...], reset: Stmt | None = None) -> Stmt:
+        """The statement of a tensor intrinsic standing for the loops under its axis: its
+        `lower_fn` on the regions of the stage's inputs and outputs those loops cover. With
+        `reset` (the region's initialisation) the loops hold the whole reduction: the
+        intrinsic's own body when `lower_fn` gives (body, reset, update), else reset + update."""
+        t = stage.tensorized
+        assert t is not None
+        what = f"tensorize {t.intrin.name} at {t.axis.name} of stage {stage.name}"
+        inside = {iv.var for iv in t.inside}
+        zero = {v: const(0, v.dtype) for v in inside}
+        values = {iv.var: v for iv, v in self.root_values[stage].items()}
+        ins = []
+        for placeholder in t.intrin.inputs:
+            tensor, base = t.reads[placeholder]
+            if self.schedule[tensor.op].attach is AttachKind.INLINE:
+                raise ScheduleError(f"{what}: it reads {tensor.name}, which is inlined; a "
+                                    "tensor intrinsic reads memory")
+            start = [simplify(substitute(substitute(i, values), zero), self.ranges) for i in base]
+            access = self.buffer_access(tensor, start)
+            ins.append(TensorRegion(access.buffer, access.indices, len(placeholder.shape)))
+        out_base = [simplify(substitute(i, zero)) for i in store_index]
+        outs = [TensorRegion(buf, out_base, len(t.intrin.op.axis)) for buf in outputs]
+        result = t.intrin.lower_fn(ins, outs)
+        if isinstance(result, tuple):
+            result = result[2] if stage.op.reduce_axis and reset is None else result[0]
+            reset = None
+        stmt = Evaluate(result) if isinstance(result, Expr) else result
+        if reset is not None:
+            stmt = seq(reset, stmt)
+        guards = self._guards(stage, include_reduce=bool(stage.op.reduce_axis))
+        if any(uses_var(g, inside) for g in guards):
+            raise ScheduleError(f"{what}: the tensorized loops reach past the tensor's edge (a "
+                                "split that does not divide); split by a divisor")
+        return self._guarded(stmt, guards)
+
+    def _extern_nest(self, stage: Stage) -> Stmt:
+        """The loop IR an extern stage's `fcompute` writes, on whole-buffer regions."""
+        op = stage.op
+        assert isinstance(op, ExternOp)
+        ins = []
+        for tensor in op.inputs:
+            access = self.buffer_access(tensor, [const(0) for _ in tensor.shape])
+            ins.append(TensorRegion(access.buffer, access.indices))
+        outs = [TensorRegion(buf, [const(0) for _ in buf.shape]) for buf in
+                (self._local_buffer(stage, k) for k in range(op.num_outputs))]
+        result = op.fcompute(ins, outs)
+        return Evaluate(result) if isinstance(result, Expr) else result
 
     def build(self) -> PrimFunc:
         params = self._param_buffers()
