@@ -59,10 +59,9 @@ def test_multi_level_tiling_golden():
         "C.split(i.inner, factor=8)",
         "C.split(j, factor=64)",
         "C.split(j.inner, factor=64)",
-        "C.reorder(i.outer, j.outer, i.inner.outer, j.inner.outer, i.inner.inner, "
+        "C.reorder(j.outer, i.outer, i.inner.outer, j.inner.outer, i.inner.inner, "
         "j.inner.inner)",
-        "C.fuse(i.outer, j.outer)",
-        "C.parallel(i.outer.j.outer.fused)",
+        "C.parallel(i.outer)",
         "C.vectorize(j.inner.inner)",
         "C.local.compute_at(C, j.inner.outer)",
         "C.local.split(i, factor=4)",
@@ -75,6 +74,13 @@ def test_multi_level_tiling_golden():
         "C.local.vectorize(j.inner.inner)",
         "C.local.pragma(k.outer, 'auto_unroll_max_step', 64)",
     ])
+
+
+def test_parallel_loop_fuses_two_busy_tile_loops():
+    trace = _fallback_trace(W.scores, 1, 4, 64, 8)
+    assert "S.fuse(h.outer, i.outer)" in trace and "S.parallel(h.outer.i.outer.fused)" in trace
+    assert trace.splitlines()[:3] == ["S.transpose_read(K, dim=2)", "K.T.split(i3, factor=8)",
+                                      "K.T.vectorize(i3.inner)"]
 
 
 def test_fused_consumer_golden():
@@ -95,7 +101,8 @@ def test_row_reductions_rfactor_golden():
         "S.rf.vectorize(k2.inner)",
         "S.rf.compute_at(Y, i.inner)",
         "S.compute_at(Y, i.inner)",
-        "E.compute_inline()",
+        "E.compute_at(Y, i.inner)",
+        "E.vectorize(j)",
         "M.split(k1, factor=8)",
         "M.rfactor(k1.inner, factor_axis=1)",
         "M.rf.reorder(i, k1.outer, k1.inner)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tensorlang.arith import const_value
-from tensorlang.expr import Expr, IterVar, Select, TensorRead, Var
+from tensorlang.expr import Call, Expr, IterVar, Select, TensorRead, Var
 from tensorlang.schedule import Schedule, Stage
 from tensorlang.tensor import ComputeOp, Operation, Tensor
 from tensorlang.visitor import contains, free_vars, nodes_below
@@ -42,6 +42,11 @@ def is_padding(op: Operation) -> bool:
     padded input is written (`if_then_else(in bounds, X[...], 0)`)."""
     return is_elementwise(op) and any(contains(b, Select) for b in op.body) and bool(
         op.input_tensors)  # type: ignore[union-attr]
+
+
+def calls_math(expr: Expr) -> bool:
+    """Whether `expr` calls a math function (exp, log, tanh, ...), dear to compute twice."""
+    return contains(expr, Call)
 
 
 def has_data_reuse(op: Operation) -> bool:

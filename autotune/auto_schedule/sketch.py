@@ -202,6 +202,22 @@ def _inlinable(state: SketchState, stage: Stage) -> bool:
 
 
 def _inline(state: SketchState, stage: Stage) -> None:
+    """Inline, unless the stage computes a math function (exp, tanh) for several readers that
+    all run row by row (a softmax's exp for its sum and its output): then a knob may instead
+    compute each row once, into a buffer the readers share."""
+    readers = dag.effective_readers(state.schedule, stage)
+    costly = any(dag.calls_math(b) for b in stage.op.body)
+    anchor = _row_anchor(state, stage, strict=False) if costly and len(readers) > 1 else None
+    if anchor is not None and not state.knob(f"{state.name(stage)}.inline", [True, False],
+                                             fallback=False):
+        anchor = _row_anchor(state, stage)
+        if anchor is not None:
+            state.tracer.compute_at(stage, anchor.stage, anchor.loop)
+            state.anchors[stage] = anchor
+            axes = stage.op.axis
+            _vectorize_inner(state, stage, axes[-1], state.lanes(stage.op.output(0).dtype),
+                             None)
+            return
     state.tracer.compute_inline(stage)
 
 
@@ -317,6 +333,7 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
     unrolled and vectorized."""
     tr = state.tracer
     name = state.name(stage)
+    _contiguous_layouts(state, stage)
     consumer = _fusable_consumer(state, stage)
     if consumer is not None:
         owner, compute = consumer, stage
@@ -332,6 +349,8 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
 
     # The knobs: four spatial levels per axis, two reduction levels, unroll, parallel.
     sizes = []
+    rows_axis = next((iv for iv in reversed(spatial)
+                      if iv is not vec_axis and _extent(iv) > 1), None)
     for k, iv in enumerate(spatial):
         extent = _extent(iv)
         vector = iv is vec_axis
@@ -339,7 +358,7 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
             sizes.append([1, 1, 1, 1])
             continue
         choices = _inner_choices(extent, vector, lanes)
-        fallback = _fallback_tile(extent, vector, lanes, choices)
+        fallback = _fallback_tile(extent, vector, lanes, choices, iv is rows_axis)
         sizes.append(state.split_knob(f"{name}.tile{k}", extent,
                                       _space_candidates(extent, choices), fallback))
     r_sizes = []
@@ -372,11 +391,16 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         outer.append(o)
         middle.append(m)
         tiles.append(t)
-    tr.reorder(owner, *outer, *middle, *tiles)
-    points = math.prod(-(-_extent(iv) // (sz[1] * sz[2] * sz[3]))
-                       for iv, sz in zip(o_axes, sizes))
-    parallel = points > 1 and parallel
-    fused = _fuse_parallel(state, owner, outer, parallel)
+    # The parallel loop fuses at most the two outermost tile loops that have more than one
+    # iteration: the bounds of the stage computed inside are exact through one fused index
+    # (a division and a remainder) but not through nested ones, where the accumulator would
+    # grow to the whole output. The other tile loops run serially inside it.
+    counts = [-(-_extent(iv) // (sz[1] * sz[2] * sz[3])) for iv, sz in zip(o_axes, sizes)]
+    trivial = [o for o, n in zip(outer, counts) if n == 1]
+    busy = [o for o, n in zip(outer, counts) if n > 1]
+    tr.reorder(owner, *trivial, *busy, *middle, *tiles)
+    parallel = bool(busy) and parallel
+    fused = _fuse_parallel(state, owner, busy[:2], parallel)
     if tiles and vec_axis is not None and vec_axis is spatial[-1]:
         tr.annotate(owner, tiles[-1], "vectorize")
     attach = middle[-1] if middle else fused
@@ -410,13 +434,38 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         tr.pragma(compute, compute.leaf_iter_vars[0], "auto_unroll_max_step", unroll)
 
 
-def _fallback_tile(extent: int, vector: bool, lanes: int, choices: Sequence[int]) -> list[int]:
-    """The untuned tile: a register block of 2 vectors by 4 rows, 8 blocks per tile along
-    the vector axis, the rest in parallel."""
+def _contiguous_layouts(state: SketchState, stage: Stage) -> None:
+    """Inputs that the vectorized (innermost spatial) axis indexes in an outer dimension while
+    a reduction axis runs along their last one (attention's `K[b, h, j, d]`) would be read by
+    gathers: a knob may have the stage read a transposed copy instead."""
+    op = stage.op
+    vec_axis = _vector_axis(op)
+    if vec_axis is None:
+        return
+    for tensor in list(op.input_tensors):
+        dims = {k for r in dag.reads(op) if r.tensor == tensor
+                for k, i in enumerate(r.indices) if vec_axis.var in free_vars(i)}
+        last_reduced = any(r.tensor == tensor and r.indices and any(
+            iv.var in free_vars(r.indices[-1]) for iv in op.reduce_axis) for r in dag.reads(op))
+        if len(dims) != 1 or not last_reduced or max(dims) == tensor.ndim - 1:
+            continue
+        name = f"{state.name(stage)}.transpose.{tensor.name}"
+        if state.knob(name, [True, False], fallback=True):
+            copy = state.tracer.transpose_read(stage, tensor, dims.pop())
+            _vector_rows(state, copy, parallel=True)
+
+
+def _fallback_tile(extent: int, vector: bool, lanes: int, choices: Sequence[int],
+                   rows: bool) -> list[int]:
+    """The untuned tile: a register block of 2 vectors by 4 rows (of the innermost other
+    axis), 4 blocks per tile along the vector axis and 2 along the rows, the rest in
+    parallel."""
     if vector:
         s3 = 2 * lanes if 2 * lanes in choices else choices[0]
-    else:
+    elif rows:
         s3 = max((c for c in choices if c <= 4), default=choices[0])
+    else:
+        s3 = 1
     blocks = extent // s3 if extent % s3 == 0 else -(-extent // s3)
     s2 = max(d for d in _divisors(blocks) if d <= (4 if vector else 2))
     return [-1, 1, s2, s3]
@@ -438,17 +487,34 @@ def _row_anchor(state: SketchState, stage: Stage, strict: bool = True) -> Anchor
     found = dag.effective_readers(state.schedule, stage)
     for r in found:
         anchor = state.anchors.get(r)
-        if anchor is None or anchor.tile or anchor.prefix != ndim:
+        if anchor is None or anchor.tile or not 0 < anchor.prefix <= ndim:
             continue
-        axes = r.op.axis[:ndim]
-        if not all(dag.static_extent(a) == dag.static_extent(b)
-                   for a, b in zip(axes, stage.op.axis)):
+        lead = anchor.prefix
+        if len(r.op.axis) < ndim or not all(
+                dag.static_extent(a) == dag.static_extent(b)
+                for a, b in zip(r.op.axis[:ndim], stage.op.axis)):
+            continue
+        if ndim > lead and not _reads_rows(r.op, stage, lead):
             continue
         if not strict or all(
                 x is r or (x.attach_stage is anchor.stage and x.attach_ivar is anchor.loop)
                 for x in found):
             return anchor
     return None
+
+
+def _reads_rows(reader: ComputeOp, stage: Stage, lead: int) -> bool:
+    """Whether every read of `stage` in `reader` indexes its first `lead` dimensions with the
+    reader's first `lead` axes (so a row of the reader needs only that row of the stage)."""
+    found = False
+    for r in dag.reads(reader):
+        if r.tensor.op is not stage.op and r.tensor.op is not stage.origin_op:
+            continue
+        found = True
+        if not all(isinstance(i, (Var, IterVar)) and free_vars(i) == {a.var}
+                   for i, a in zip(r.indices[:lead], reader.axis[:lead])):
+            return False
+    return found
 
 
 def _reduction(state: SketchState, stage: Stage) -> None:
@@ -499,6 +565,7 @@ def _reduction(state: SketchState, stage: Stage) -> None:
         return
     if anchor is not None:
         tr.compute_at(stage, anchor.stage, anchor.loop)
+        state.anchors[stage] = anchor
         return
     _spatial_vector_reduction(state, stage, lanes, spatial_contiguous)
 

@@ -14,8 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensorlang.expr import IterVar
+import tensorlang as tl
+from tensorlang.expr import IterVar, Node, TensorRead
 from tensorlang.schedule import Schedule, ScheduleError, Stage
+from tensorlang.tensor import Tensor
+from tensorlang.visitor import Mutator
 
 #: Primitives whose arguments are (loop,) and that return nothing.
 _ANNOTATIONS = ("vectorize", "parallel", "unroll")
@@ -163,12 +166,61 @@ class Tracer:
         cache = self.schedule.cache_write(stage.op.output(0), scope)
         return self.schedule[cache]
 
+    def transpose_read(self, stage: Stage, tensor: Tensor, dim: int) -> Stage:
+        """`transpose_read` of input `tensor` of `stage` (by its position among the stage's
+        inputs); returns the copy's stage."""
+        position = next(k for k, t in enumerate(stage.op.input_tensors) if t == tensor)
+        self._record("transpose_read", stage, (position, dim), f"{tensor.name}, dim={dim}")
+        return transpose_read(self.schedule, stage, tensor, dim)
+
     def rfactor(self, stage: Stage, iv: IterVar, factor_axis: int = 0) -> Stage:
         """`s.rfactor` of the stage's tensor around loop `iv`; returns the new partial stage."""
         self._record("rfactor", stage, (self._loop(stage, iv), factor_axis),
                      f"{iv.name}, factor_axis={factor_axis}")
         partial = self.schedule.rfactor(stage.op.output(0), iv, factor_axis)
         return self.schedule[partial]
+
+
+class _PermuteReads(Mutator):
+    """Redirect the reads of one tensor to its transposed copy, permuting their indices."""
+
+    def __init__(self, source: Tensor, copy: Tensor, perm: Sequence[int]):
+        self.source, self.copy, self.perm = source, copy, tuple(perm)
+
+    def visit_TensorRead(self, node: TensorRead) -> Node:
+        indices = tuple(self.visit(i) for i in node.indices)
+        if node.tensor == self.source:
+            return TensorRead(self.copy, tuple(indices[k] for k in self.perm), node.dtype)
+        if all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return TensorRead(node.tensor, indices, node.dtype)
+
+
+def transpose_read(schedule: Schedule, stage: Stage, tensor: Tensor, dim: int) -> Stage:
+    """Make `stage` read a copy of `tensor` whose dimension `dim` is moved innermost, so that
+    the loop indexing that dimension walks memory contiguously (attention's `K[b, h, j, d]`
+    read along `j`). A layout rewrite of the compute, as Ansor's for constant weights; the
+    copy is a new stage, computed at root.
+
+    Returns:
+        The stage of the copy.
+    """
+    n = tensor.ndim
+    if not 0 <= dim < n - 1:
+        raise ScheduleError(f"transpose_read: dimension {dim} of {tensor.name} is not an outer "
+                            "one")
+    perm = [k for k in range(n) if k != dim] + [dim]
+    inverse = [perm.index(k) for k in range(n)]
+    copy = tl.compute(tuple(tensor.shape[k] for k in perm),
+                      lambda *idx: tensor[tuple(idx[inverse[k]] for k in range(n))],
+                      name=f"{tensor.name}.T")
+    mutator = _PermuteReads(tensor, copy, perm)
+    # Schedule has no public primitive for a layout change: rebuild the op in place, as its
+    # cache_read does, and add the copy's stage before the reader.
+    schedule._replace_op(stage, tuple(mutator.visit(b) for b in stage.op.body))
+    new = Stage(copy.op, schedule)
+    schedule._insert_before(new, stage)
+    return new
 
 
 def replay(trace: Trace, schedule: Schedule) -> Schedule:
@@ -203,6 +255,8 @@ def replay(trace: Trace, schedule: Schedule) -> Schedule:
                 getattr(tracer, p)(stage)
             elif p == "cache_write":
                 tracer.cache_write(stage, args[0])
+            elif p == "transpose_read":
+                tracer.transpose_read(stage, stage.op.input_tensors[args[0]], args[1])
             elif p == "rfactor":
                 tracer.rfactor(stage, leaves[args[0]], args[1])
             else:
