@@ -24,6 +24,7 @@ from tensorlang.arith import const_value
 from tensorlang.expr import Expr, TensorRead, Var
 from tensorlang.visitor import nodes_below, substitute
 
+from .dense_int8 import dense_int8, is_int8_dense
 from .elemwise import BROADCAST, broadcast_shape
 from .utils import (
     check_same_dim,
@@ -101,11 +102,16 @@ def dense(
 ) -> tl.Tensor:
     """data (M, K) times weight (N, K) transposed, plus an optional bias (N,) -> (M, N).
 
+    uint8 data with int8 weights accumulate in int32 through a blocked weight layout
+    (`topi.nn.dense_int8`: tag "dense_int8", VNNI's operand types).
+
     Returns:
         The output; its GEMM stage is tagged "dense".
     """
     check_tensor(data, "dense: data", 2)
     check_tensor(weight, "dense: weight", 2)
+    if is_int8_dense(data, weight):  # uint8 x int8 -> int32 through VNNI's blocked layout
+        return dense_int8(data, weight, bias, out_dtype or "int32")
     check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
     dtype = out_dtype or data.dtype
     out = _product(data, weight, False, True, dtype, _workload(_shape(data), _shape(weight), dtype),

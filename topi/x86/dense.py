@@ -32,7 +32,9 @@ from .common import (
     vector_lanes,
     whole_block_loop,
 )
+from ..nn.dense_int8 import TAG as INT8_TAG
 from .config import schedule_tagged, template_schedule
+from .dense_int8 import schedule_dense_int8_with
 
 GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
 
@@ -237,8 +239,17 @@ def _schedule(outs: tl.Tensor | Sequence[tl.Tensor], tags: Sequence[str]) -> tl.
 
 
 def schedule_dense(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
-    """Schedule dense with its bias and elementwise tail (tuned config when one is active)."""
-    return _schedule(outs, ["dense"])
+    """Schedule dense with its bias and elementwise tail (tuned config when one is active);
+    uint8 x int8 dense takes the int8 schedule (`dense_int8.x86`)."""
+    return schedule_tagged(outs, {"dense": GEMM_TAGS["dense"], INT8_TAG: "dense_int8.x86"},
+                           _gemm_or_int8_with)
+
+
+def _gemm_or_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> None:
+    if gemm.op.tag == INT8_TAG:
+        schedule_dense_int8_with(cfg, s, gemm, out)
+    else:
+        schedule_gemm_with(cfg, s, gemm, out)
 
 
 def schedule_matmul(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:

@@ -1,0 +1,163 @@
+"""int8 and bf16: the x86 dot intrinsics per target (assembly + exact numpy checks), the int8
+dense through topi.nn.dense and topi.x86.schedule_dense, and topi.nn.qnn."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+import topi
+from topi.x86.tensor_intrin import dot_bf16, dot_int8, has_bf16_dot, int8_dot_kind, int8_lanes
+
+HOST = tl.Target("llvm")
+
+
+def _host_has(*features: str) -> bool:
+    return all(HOST._has(f) for f in features)
+
+
+# target, expected kind, instruction in the assembly, whether this host can run the code
+INT8_TARGETS = [
+    ("llvm -mcpu=cascadelake", "avx512vnni", "vpdpbusd", _host_has("avx512vnni", "avx512bw")),
+    ("llvm -mcpu=sapphirerapids", "avx512vnni", "vpdpbusd", False),
+    ("llvm -mcpu=znver4", "avx512vnni", "vpdpbusd", _host_has("avx512vnni", "avx512bw")
+     and HOST.mcpu == "znver4"),
+    ("llvm -mcpu=alderlake", "avxvnni", "{vex}\tvpdpbusd", _host_has("avxvnni")),
+    ("llvm -mcpu=skylake-avx512", "maddubs", "vpmaddubsw", _host_has("avx512bw")),
+    ("llvm -mcpu=haswell", "maddubs", "vpmaddubsw", _host_has("avx2")),
+]
+
+
+def _tensorized_dot(target: str, m: int, n: int, k: int):
+    """out (m, n) = data (m, k) u8 . packed kernel, one intrinsic per (row, vector, 4 k)."""
+    with tl.Target(target):
+        lanes = int8_lanes()
+        intrin = dot_int8(lanes)
+        data = tl.placeholder((m, k), "uint8", name="data")
+        packed = tl.placeholder((n // lanes, k // 4, lanes, 4), "int8", name="packed")
+        rk = tl.reduce_axis((0, k), name="k")
+        out = tl.compute((m, n), lambda i, j: tl.sum(
+            data[i, rk].astype("int32")
+            * packed[j // lanes, rk // 4, j % lanes, rk % 4].astype("int32"), axis=rk), name="out")
+        s = tl.create_schedule(out.op)
+        i, j = s[out].op.axis
+        jo, ji = s[out].split(j, factor=lanes)
+        ko, ki = s[out].split(rk, factor=4)
+        s[out].reorder(i, jo, ko, ji, ki)
+        s[out].tensorize(ji, intrin)
+        return tl.build(s, [data, packed, out], target=target), lanes
+
+
+def _pack(w: np.ndarray, lanes: int) -> np.ndarray:
+    n, k = w.shape
+    return w.reshape(n // lanes, lanes, k // 4, 4).transpose(0, 2, 1, 3).copy()
+
+
+@pytest.mark.parametrize("target, kind, instruction, runs", INT8_TARGETS,
+                         ids=[t[0].split("=")[1] for t in INT8_TARGETS])
+def test_int8_dot_intrinsic(target, kind, instruction, runs):
+    assert int8_dot_kind(tl.Target(target)) == kind
+    f, lanes = _tensorized_dot(target, 3, 32, 16)
+    assert instruction in f.get_source("asm")
+    if kind != "maddubs":
+        assert "vpmaddubsw" not in f.get_source("asm")
+    if not runs:
+        return
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (3, 16)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 16)).astype("int8")
+    a[0], w[0] = 255, -128  # the extremes that saturate a plain vpmaddubsw
+    out = np.zeros((3, 32), "int32")
+    f(a, _pack(w, lanes), out)
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64).T)
+
+
+@pytest.mark.parametrize("target, runs", [
+    ("llvm -mcpu=sapphirerapids", False),
+    ("llvm -mcpu=znver4", HOST.mcpu == "znver4"),
+    ("llvm -mcpu=cooperlake", _host_has("avx512bf16")),
+])
+def test_bf16_dot_intrinsic(target, runs):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert has_bf16_dot(tl.Target(target))
+    assert not has_bf16_dot(tl.Target("llvm -mcpu=icelake-server"))
+    m, n, k = 2, 32, 8
+    with tl.Target(target):
+        data = tl.placeholder((m, k), "bfloat16", name="data")
+        packed = tl.placeholder((n // 16, k // 2, 16, 2), "bfloat16", name="packed")
+        rk = tl.reduce_axis((0, k), name="k")
+        out = tl.compute((m, n), lambda i, j: tl.sum(
+            data[i, rk].astype("float32")
+            * packed[j // 16, rk // 2, j % 16, rk % 2].astype("float32"), axis=rk), name="out")
+        s = tl.create_schedule(out.op)
+        i, j = s[out].op.axis
+        jo, ji = s[out].split(j, factor=16)
+        ko, ki = s[out].split(rk, factor=2)
+        s[out].reorder(i, jo, ko, ji, ki)
+        s[out].tensorize(ji, dot_bf16())
+        f = tl.build(s, [data, packed, out], target=target)
+    assert "vdpbf16ps" in f.get_source("asm")
+    if not runs:
+        return
+    rng = np.random.default_rng(0)
+    a = rng.integers(-8, 8, (m, k)).astype(ml_dtypes.bfloat16)  # small integers: exact sums
+    w = rng.integers(-8, 8, (n, k)).astype(ml_dtypes.bfloat16)
+    wp = w.reshape(n // 16, 16, k // 2, 2).transpose(0, 2, 1, 3).copy()
+    o = np.zeros((m, n), "float32")
+    f(a, wp, o)
+    np.testing.assert_array_equal(o, a.astype("float32") @ w.astype("float32").T)
+
+
+def _int8_dense(m: int, n: int, k: int, target: str = "llvm", bias: bool = False):
+    with tl.Target(target):
+        data = tl.placeholder((m, k), "uint8", name="data")
+        weight = tl.placeholder((n, k), "int8", name="weight")
+        b = tl.placeholder((n,), "int32", name="bias") if bias else None
+        out = topi.nn.dense(data, weight, b, out_dtype="int32")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no tuned config: the fallback
+            s = topi.x86.schedule_dense(out)
+        args = [data, weight, *([b] if bias else []), out]
+        return tl.build(s, args, target=target)
+
+
+@pytest.mark.parametrize("m, n, k, bias", [(64, 64, 64, False), (13, 40, 18, True),
+                                           (1, 16, 4, False), (50, 96, 256, False)])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_int8_dense_is_exact(m, n, k, bias, target):
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    f = _int8_dense(m, n, k, target, bias)
+    rng = np.random.default_rng(m + n + k)
+    a = rng.integers(0, 256, (m, k)).astype("uint8")
+    w = rng.integers(-128, 128, (n, k)).astype("int8")
+    a[0, :], w[0, :] = 255, -128
+    ref = a.astype(np.int64) @ w.astype(np.int64).T
+    args = [a, w]
+    if bias:
+        bb = rng.integers(-1000, 1000, n).astype("int32")
+        args.append(bb)
+        ref = ref + bb
+    out = np.zeros((m, n), "int32")
+    f(*args, out)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_dense_int8_template_configs_are_exact():
+    import autotune
+
+    task = autotune.create_task("dense_int8.x86", ((24, 64), (64, 64), "int32"))
+    assert len(task.config_space) > 1 and task.flop == 2 * 24 * 64 * 64
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (24, 64)).astype("uint8")
+    w = rng.integers(-128, 128, (64, 64)).astype("int8")
+    valid = task.config_space.valid_indices()
+    for index in rng.choice(valid, size=min(3, len(valid)), replace=False):
+        s, tensors = task.instantiate(int(index))
+        f = tl.build(s, tensors, target=task.compile_target)
+        out = np.zeros((24, 64), "int32")
+        f(a, w, out)
+        np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64).T)

@@ -1,0 +1,92 @@
+"""int8 dense: uint8 data times int8 weight, accumulated in int32 (VNNI's operand types).
+
+The weight is read through a blocked copy, (ceil(N/L), ceil(K/4), L, 4): L output columns (one
+int32 vector of the current target: 16 with AVX-512, 8 with AVX2) of 4 consecutive K values
+each, so that one vector load gives the kernel operand of one `vpdpbusd` (or its fallback) and
+the 4 data bytes of a row are one broadcast int32. K is padded to a multiple of 4 and N to one
+of L with zeros (a padded data copy only when K needs it); the product then runs over the padded
+extents and the output stage reads the (M, N) part. The product stage is tagged "dense_int8"
+and records the arguments of the "dense_int8.x86" task: ((M, K), (N, K), out_dtype).
+"""
+
+from __future__ import annotations
+
+import tensorlang as tl
+
+from .elemwise import BROADCAST
+from .utils import check_same_dim, check_tensor, json_args, static_dim
+
+#: int8 values per int32 lane of the blocked weight (one VNNI dot).
+GROUP = 4
+#: The tag of the product stage.
+TAG = "dense_int8"
+
+
+def is_int8_dense(data: tl.Tensor, weight: tl.Tensor) -> bool:
+    """Whether dense takes the int8 path: uint8 data with int8 weights."""
+    return data.dtype == "uint8" and weight.dtype == "int8"
+
+
+def int8_lanes() -> int:
+    """int32 lanes of one vector of the current target (16 with AVX-512, 8 otherwise)."""
+    return 16 if tl.Target.current().vector_bits == 512 else 8
+
+
+def pack_weight_int8(weight: tl.Tensor, lanes: int, name: str = "weight_vnni") -> tl.Tensor:
+    """(N, K) int8 -> (ceil(N/lanes), ceil(K/4), lanes, 4), zeros past N and K."""
+    n, k = (static_dim(d) for d in weight.shape)
+    zero = tl.const(0, weight.dtype)
+
+    def f(no, ko, ni, ki):
+        j, kk = no * lanes + ni, ko * GROUP + ki
+        value = weight[tl.minimum(j, n - 1), tl.minimum(kk, k - 1)]
+        if n % lanes == 0 and k % GROUP == 0:
+            return weight[j, kk]
+        return tl.if_then_else((j < n) & (kk < k), value, zero)
+
+    return tl.compute((-(-n // lanes), -(-k // GROUP), lanes, GROUP), f, name=name,
+                      tag="injective,vnni_pack")
+
+
+def dense_int8(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None,
+               out_dtype: str = "int32") -> tl.Tensor:
+    """uint8 data (M, K) times int8 weight (N, K) transposed -> int32 (M, N), plus an optional
+    int32 bias (N,); see the module docstring.
+
+    Raises:
+        ValueError: symbolic shapes (the blocked layout needs static ones), or out_dtype is
+            not int32.
+    """
+    check_tensor(data, "dense: data", 2)
+    check_tensor(weight, "dense: weight", 2)
+    check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
+    if out_dtype != "int32":
+        raise ValueError(f"dense: uint8 x int8 accumulates in int32, got out_dtype={out_dtype!r}")
+    m, k = (static_dim(d) for d in data.shape)
+    n = static_dim(weight.shape[0])
+    if None in (m, n, k):
+        raise ValueError("dense: the int8 path needs static shapes")
+    lanes = int8_lanes()
+    packed = pack_weight_int8(weight, lanes)
+    kp = -(-k // GROUP) * GROUP
+    if kp != k:
+        zero = tl.const(0, data.dtype)
+        data = tl.compute((m, kp), lambda i, kk: tl.if_then_else(
+            kk < k, data[i, tl.minimum(kk, k - 1)], zero), name="data_pad", tag="injective,int8_pad")
+    np_ = -(-n // lanes) * lanes
+    rk = tl.reduce_axis((0, kp), name="k")
+    workload = json_args((m, k), (n, k), out_dtype)
+    out = tl.compute(
+        (m, np_),
+        lambda i, j: tl.sum(data[i, rk].astype("int32")
+                            * packed[j // lanes, rk // GROUP, j % lanes, rk % GROUP].astype("int32"),
+                            axis=rk),
+        name=TAG, tag=TAG, attrs={"workload": workload})
+    if np_ != n or bias is not None:
+        if bias is not None:
+            check_tensor(bias, "dense: bias", 1)
+            check_same_dim(bias.shape[0], n, "dense: bias length vs output columns")
+        out = tl.compute(
+            (m, n), lambda i, j: out[i, j] + (bias[j].astype("int32") if bias is not None else 0),
+            name="dense_int8_out", tag=BROADCAST)
+    return out
