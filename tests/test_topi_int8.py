@@ -161,3 +161,56 @@ def test_dense_int8_template_configs_are_exact():
         out = np.zeros((24, 64), "int32")
         f(a, w, out)
         np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64).T)
+
+
+def _run(out, inputs, arrays):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = topi.x86.schedule_injective(out)
+    f = tl.build(s, [*inputs, out])
+    result = np.zeros(tuple(int(d) for d in out.shape), out.dtype)
+    f(*arrays, result)
+    return result
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("out_dtype", ["uint8", "int8"])
+def test_qnn_quantize_dequantize(per_channel, out_dtype):
+    from topi.nn import qnn
+    from topi.testing import qnn as ref
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((2, 3, 5)) * 4).astype("float32")
+    x[0, 0, :3] = [0.5, 1.5, -2.5]  # ties: half to even
+    zp = 128 if out_dtype == "uint8" else 0
+    if per_channel:
+        scale = np.array([0.5, 0.05, 1.0], "float32")
+        zero = np.array([zp, zp - 3, zp + 2], "int32")
+    else:
+        scale, zero = np.array([0.5], "float32"), np.array([zp], "int32")
+    xt = tl.placeholder(x.shape, "float32", name="x")
+    st = tl.placeholder(scale.shape, "float32", name="scale")
+    zt = tl.placeholder(zero.shape, "int32", name="zero")
+    q = _run(qnn.quantize(xt, st, zt, axis=1, out_dtype=out_dtype), [xt, st, zt], [x, scale, zero])
+    expected = ref.quantize_python(x, scale, zero, 1, out_dtype)
+    np.testing.assert_array_equal(q, expected)
+    qt = tl.placeholder(x.shape, out_dtype, name="q")
+    d = _run(qnn.dequantize(qt, st, zt, axis=1), [qt, st, zt], [q, scale, zero])
+    np.testing.assert_array_equal(d, ref.dequantize_python(q, scale, zero, 1))
+
+
+def test_qnn_requantize_per_channel_and_python_scalars():
+    from topi.nn import qnn
+    from topi.testing import qnn as ref
+
+    rng = np.random.default_rng(1)
+    acc = rng.integers(-40000, 40000, (4, 6)).astype("int32")
+    acc[0, :2] = [5, 15]  # (x * 0.1) = 0.5 and 1.5: ties
+    out_scale = np.linspace(0.5, 2.0, 6).astype("float32")
+    xt = tl.placeholder(acc.shape, "int32", name="acc")
+    ot = tl.placeholder(out_scale.shape, "float32", name="out_scale")
+    r = _run(qnn.requantize(xt, 0.1, 0, ot, 3, axis=1, out_dtype="int8"), [xt, ot],
+             [acc, out_scale])
+    np.testing.assert_array_equal(r, ref.requantize_python(acc, 0.1, 0, out_scale, 3, 1, "int8"))
+    r = _run(qnn.requantize(xt, 0.1, 0, 20.0, 128, out_dtype="uint8"), [xt], [acc])
+    np.testing.assert_array_equal(r, ref.requantize_python(acc, 0.1, 0, 20.0, 128, 1, "uint8"))

@@ -154,3 +154,7 @@ __all__ += [
     "prelu", "prod", "round", "selu", "sign", "silu", "sin", "softplus", "softsign", "trunc",
     "trunc_divide", "where",
 ]
+
+from . import qnn  # noqa: E402  (quantize, dequantize, requantize)
+
+__all__ += ["qnn"]

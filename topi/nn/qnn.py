@@ -1,0 +1,112 @@
+"""Quantization ops (ONNX's QuantizeLinear / DequantizeLinear semantics, TVM's qnn names).
+
+    quantize:   q = saturate(round_half_even(x / scale) + zero_point)
+    dequantize: x = (q - zero_point) * scale
+    requantize: q' = saturate(round_half_even((q - zp_in) * (scale_in / scale_out)) + zp_out)
+
+Scales and zero points are Python numbers or tensors: a tensor of one element (or 0-d) applies
+per tensor, a 1-D tensor of the size of `axis` per channel along `axis` (ONNX's default axis 1).
+Arithmetic is in float32 as onnxruntime's kernels do. The stages are tagged "elemwise", so they
+fuse into the stages around them (a requantize into an int8 kernel's epilogue).
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import tensorlang as tl
+from tensorlang.expr import Expr
+
+from .activation import _round_half_even
+from .utils import check_tensor
+
+Param = Union[float, int, tl.Tensor]
+
+_QUANTIZED = ("uint8", "int8", "int32", "uint16", "int16")
+
+
+def _param(p: Param, dtype: str, x: tl.Tensor, axis: int, what: str):
+    """A function of the output index giving the parameter's value (as `dtype`)."""
+    if not isinstance(p, tl.Tensor):
+        value = tl.const(p, dtype)
+        return lambda index: value
+    if p.ndim == 0:
+        return lambda index: p[()].astype(dtype)
+    count = 1
+    for d in p.shape:
+        count *= int(d)
+    if count == 1:
+        return lambda index: p[(0,) * p.ndim].astype(dtype)
+    if p.ndim != 1:
+        raise ValueError(f"{what}: a per-channel parameter is 1-D, got {p.ndim} dimensions")
+    if int(p.shape[0]) != int(x.shape[axis]):
+        raise ValueError(f"{what}: {p.shape[0]} values for axis {axis} of size {x.shape[axis]}")
+    return lambda index: p[index[axis]].astype(dtype)
+
+
+def _axis(x: tl.Tensor, axis: int, what: str) -> int:
+    if x.ndim == 0:
+        return 0
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"{what}: axis {axis} out of range for {x.ndim} dimensions")
+    return axis % x.ndim
+
+
+def _saturate(v: Expr, dtype: str) -> Expr:
+    info = tl.const(0, dtype).dtype
+    lo = tl.const(float(info.min_value()), "float32")
+    hi = tl.const(float(info.max_value()), "float32")
+    return tl.minimum(tl.maximum(v, lo), hi).astype(dtype)
+
+
+def quantize(x: tl.Tensor, scale: Param, zero_point: Param = 0, axis: int = 1,
+             out_dtype: str = "uint8") -> tl.Tensor:
+    """float -> `out_dtype`: saturate(round_half_even(x / scale) + zero_point)."""
+    check_tensor(x, "quantize: x")
+    if out_dtype not in _QUANTIZED:
+        raise ValueError(f"quantize: out_dtype must be one of {_QUANTIZED}, got {out_dtype!r}")
+    axis = _axis(x, axis, "quantize")
+    s = _param(scale, "float32", x, axis, "quantize: scale")
+    z = _param(zero_point, "float32", x, axis, "quantize: zero_point")
+
+    def f(*index):
+        v = _round_half_even(x[index].astype("float32") / s(index)) + z(index)
+        return _saturate(v, out_dtype)
+
+    return tl.compute(x.shape, f, name="quantize", tag="elemwise")
+
+
+def dequantize(x: tl.Tensor, scale: Param, zero_point: Param = 0, axis: int = 1,
+               out_dtype: str = "float32") -> tl.Tensor:
+    """quantized -> float: (x - zero_point) * scale (the difference taken in int32)."""
+    check_tensor(x, "dequantize: x")
+    axis = _axis(x, axis, "dequantize")
+    s = _param(scale, "float32", x, axis, "dequantize: scale")
+    z = _param(zero_point, "int32", x, axis, "dequantize: zero_point")
+    return tl.compute(
+        x.shape, lambda *index: ((x[index].astype("int32") - z(index)).astype("float32")
+                                 * s(index)).astype(out_dtype),
+        name="dequantize", tag="elemwise")
+
+
+def requantize(x: tl.Tensor, input_scale: Param, input_zero_point: Param, output_scale: Param,
+               output_zero_point: Param = 0, axis: int = 1, out_dtype: str = "int8"
+               ) -> tl.Tensor:
+    """One quantization to another (typically int32 accumulators to int8/uint8):
+    saturate(round_half_even((x - zp_in) * (scale_in / scale_out)) + zp_out). Either scale
+    may be per channel."""
+    check_tensor(x, "requantize: x")
+    if out_dtype not in _QUANTIZED:
+        raise ValueError(f"requantize: out_dtype must be one of {_QUANTIZED}, got {out_dtype!r}")
+    axis = _axis(x, axis, "requantize")
+    s_in = _param(input_scale, "float32", x, axis, "requantize: input_scale")
+    z_in = _param(input_zero_point, "int32", x, axis, "requantize: input_zero_point")
+    s_out = _param(output_scale, "float32", x, axis, "requantize: output_scale")
+    z_out = _param(output_zero_point, "float32", x, axis, "requantize: output_zero_point")
+
+    def f(*index):
+        centred = (x[index].astype("int32") - z_in(index)).astype("float32")
+        v = _round_half_even(centred * (s_in(index) / s_out(index))) + z_out(index)
+        return _saturate(v, out_dtype)
+
+    return tl.compute(x.shape, f, name="requantize", tag="elemwise")
