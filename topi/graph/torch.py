@@ -1,12 +1,15 @@
 """The PyTorch frontend: an `nn.Module` captured with `torch.export` as a `Graph` of topi ops.
 
-`torch.export` traces the module on example inputs into ATen ops with static shapes; each ATen op
-becomes graph ops (the frontend only translates: numerics live in topi). Parameters, buffers and
-lifted constants are numpy arrays, so weight-only arithmetic (a transposed weight for addmm) is
-folded at import with the graph ops' numpy references. Both the export IR's high-level ops
-(conv2d, linear, batch_norm, layer_norm, ...) and their core-ATen decompositions (convolution,
-addmm, _native_batch_norm_legit_no_training, native_layer_norm, ...) are understood. An ATen op or
-argument the frontend does not translate raises naming the node and the op.
+`torch.export` traces the module on example inputs into ATen ops with static shapes, and
+`run_decompositions` makes them one functional op set, core ATen (no in-place or view ops), with
+`scaled_dot_product_attention` kept whole. Each ATen op becomes graph ops through a table of small
+converters (the frontend only translates: numerics live in topi). Parameters, buffers, lifted
+constants and whatever is computed from them alone (masks and position ids built with arange,
+comparisons and where, weight-only arithmetic such as a transposed weight for addmm) are numpy
+arrays, folded at import with the graph ops' numpy references. The export IR's high-level ops
+(conv2d, linear, batch_norm, layer_norm, ...) are understood too, for programs that keep them.
+Before converting anything, every op without a converter is reported at once; an argument the
+frontend does not translate raises naming the node and the op.
 
 Example:
     g = topi.graph.from_torch(model.eval(), (torch.randn(1, 3, 224, 224),))
@@ -15,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import math
 import operator
@@ -90,6 +92,7 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
         raise TypeError(f"from_torch: expected an nn.Module, a GraphModule or an ExportedProgram, "
                         f"got {type(module).__name__}")
     program = _functional(program)
+    _check_static(program)
     _check_supported(program)
     return _Importer(program).run()
 
@@ -114,6 +117,17 @@ def _functional(program: ExportedProgram) -> ExportedProgram:
     table = torch.export.default_decompositions()
     table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
     return program.run_decompositions(table)
+
+
+def _check_static(program: ExportedProgram) -> None:
+    """Raise NotImplementedError for inputs of symbolic dims (a program exported with
+    dynamic_shapes)."""
+    for fx in program.graph.nodes:
+        val = fx.meta.get("val") if fx.op == "placeholder" else None
+        if isinstance(val, torch.Tensor) and not all(isinstance(d, int) for d in val.shape):
+            raise NotImplementedError(f"from_torch: input {fx.name!r} has symbolic dims "
+                                      f"{tuple(val.shape)}; only static shapes are supported "
+                                      "for now")
 
 
 def _check_supported(program: ExportedProgram) -> None:
@@ -214,9 +228,6 @@ class _Importer(GraphWriter):
         val = fx.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise UnsupportedError("a non-tensor input")
-        if not all(isinstance(d, int) for d in val.shape):
-            raise NotImplementedError(f"input {fx.name!r} has symbolic dims {tuple(val.shape)}: "
-                                      "from_torch supports static shapes only for now")
         return self.graph.input(fx.name, tuple(val.shape), _dtype_name(val.dtype))
 
     def _arg(self, a: Any) -> Any:
@@ -562,13 +573,18 @@ def _adaptive_pool2d(im: _Importer, x: Value, output_size: Any) -> Any:
 # -- reductions ----------------------------------------------------------------------------------
 
 
+def _axes(dim: Any) -> tuple[int, ...] | None:
+    """A reduction's `dim` argument as axes (None: all of them)."""
+    if dim in (None, [], ()):
+        return None
+    return tuple(int(d) for d in dim) if isinstance(dim, (list, tuple)) else (int(dim),)
+
+
 def _reduction(op: str) -> Converter:
     def convert(im: _Importer, x: Value, dim: Any = None, keepdim: bool = False,
                 dtype: Any = None) -> Value:
         _check_dtype_kwarg(dtype)
-        axes = None if dim in (None, [], ()) else tuple(dim) if isinstance(dim, (list, tuple)) \
-            else (int(dim),)
-        return im.op(op, x, axis=axes, keepdims=bool(keepdim))
+        return im.op(op, x, axis=_axes(dim), keepdims=bool(keepdim))
 
     return convert
 
@@ -741,14 +757,20 @@ def _as_strided(im: _Importer, x: Value, size: Sequence[int], stride: Sequence[i
     return im.op("take", im.reshape(x, (-1,)), index, axis=0)
 
 
-@_converter("aten.constant_pad_nd")
-def _constant_pad_nd(im: _Importer, x: Value, pad: Sequence[int], value: Any = 0) -> Value:
-    """PyTorch's pad list runs from the last axis backwards, (before, after) per axis; negative
-    pads crop."""
-    ndim = len(shape_of(x))
+def _pads(ndim: int, pad: Sequence[int]) -> tuple[list[int], list[int]]:
+    """PyTorch's pad list, (before, after) per axis from the last axis backwards, as the pads
+    before and after every axis."""
     before, after = [0] * ndim, [0] * ndim
     for k in range(len(pad) // 2):
         before[ndim - 1 - k], after[ndim - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
+    return before, after
+
+
+@_converter("aten.constant_pad_nd")
+def _constant_pad_nd(im: _Importer, x: Value, pad: Sequence[int], value: Any = 0) -> Value:
+    """Padding with a value; negative pads crop."""
+    ndim = len(shape_of(x))
+    before, after = _pads(ndim, pad)
     if any(p < 0 for p in before + after):
         shape = shape_of(x)
         x = im.op("strided_slice", x, begin=tuple(max(-p, 0) for p in before),
@@ -763,10 +785,7 @@ def _constant_pad_nd(im: _Importer, x: Value, pad: Sequence[int], value: Any = 0
 
 def _padding_mode(mode: str) -> Converter:
     def convert(im: _Importer, x: Value, padding: Sequence[int]) -> Value:
-        ndim = len(shape_of(x))
-        before, after = [0] * ndim, [0] * ndim
-        for k in range(len(padding) // 2):
-            before[ndim - 1 - k], after[ndim - 1 - k] = int(padding[2 * k]), int(padding[2 * k + 1])
+        before, after = _pads(len(shape_of(x)), padding)
         return im.op("pad", x, pad_before=tuple(before), pad_after=tuple(after), mode=mode)
 
     return convert
@@ -783,12 +802,11 @@ for _aten, _mode in {"aten.reflection_pad1d": "reflect", "aten.reflection_pad2d"
 
 @_converter("aten.arange")
 def _arange(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
+    """arange(end), arange(start, end) or arange(start, end, step): start + step * i, in the
+    traced dtype and length."""
     bounds = [a for a in args if isinstance(a, (int, float))]
-    start, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], 1) \
-        if len(bounds) == 2 else bounds[:3]
-    values = np.arange(start, end, step)
-    return values.astype(im.out_dtype()) if values.shape == im.out_shape() else \
-        (start + step * np.arange(im.out_shape()[0])).astype(im.out_dtype())
+    start, step = (0, 1) if len(bounds) == 1 else (bounds[0], bounds[2] if len(bounds) > 2 else 1)
+    return (start + step * np.arange(im.out_shape()[0])).astype(im.out_dtype())
 
 
 @_converter("aten.full", "aten.full_like", "aten.zeros", "aten.zeros_like", "aten.ones",
@@ -855,9 +873,7 @@ def _masked_fill(im: _Importer, x: Value, mask: Value, value: Any) -> Value:
 
 def _bool_reduction(op: str) -> Converter:
     def convert(im: _Importer, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
-        axes = None if dim in (None, [], ()) else tuple(dim) if isinstance(dim, (list, tuple)) \
-            else (int(dim),)
-        return im.op(op, _as_bool(im, x), axis=axes, keepdims=bool(keepdim))
+        return im.op(op, _as_bool(im, x), axis=_axes(dim), keepdims=bool(keepdim))
 
     return convert
 
@@ -964,9 +980,7 @@ def _var(im: _Importer, x: Value, dim: Any = None, *args: Any, correction: Any =
 def _vector_norm(im: _Importer, x: Value, ord: Any = 2, dim: Any = None, keepdim: bool = False,
                  dtype: Any = None) -> Value:
     _check_dtype_kwarg(dtype)
-    axes = None if dim in (None, [], ()) else tuple(dim) if isinstance(dim, (list, tuple)) \
-        else (int(dim),)
-    keep = bool(keepdim)
+    axes, keep = _axes(dim), bool(keepdim)
     magnitude = im.op("abs", x)
     if ord == math.inf:
         return im.op("max", magnitude, axis=axes, keepdims=keep)
