@@ -214,3 +214,28 @@ def test_qnn_requantize_per_channel_and_python_scalars():
     np.testing.assert_array_equal(r, ref.requantize_python(acc, 0.1, 0, out_scale, 3, 1, "int8"))
     r = _run(qnn.requantize(xt, 0.1, 0, 20.0, 128, out_dtype="uint8"), [xt], [acc])
     np.testing.assert_array_equal(r, ref.requantize_python(acc, 0.1, 0, 20.0, 128, 1, "uint8"))
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_bf16_dense_matches_float32(target):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    m, n, k = 20, 48, 70
+    with tl.Target(target):
+        data = tl.placeholder((m, k), "bfloat16", name="data")
+        weight = tl.placeholder((n, k), "bfloat16", name="weight")
+        out = topi.nn.dense(data, weight)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = topi.x86.schedule_dense(out)
+        f = tl.build(s, [data, weight, out], target=target)
+    if target == "llvm" and has_bf16_dot():
+        assert "vdpbf16ps" in f.get_source("asm")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
+    o = np.zeros((m, n), "float32")
+    f(a, w, o)
+    ref = a.astype("float32") @ w.astype("float32").T  # the same bf16 inputs, float32 sums
+    np.testing.assert_allclose(o, ref, rtol=1e-5, atol=1e-4)

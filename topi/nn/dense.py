@@ -24,7 +24,7 @@ from tensorlang.arith import const_value
 from tensorlang.expr import Expr, TensorRead, Var
 from tensorlang.visitor import nodes_below, substitute
 
-from .dense_int8 import dense_int8, is_int8_dense
+from .dense_int8 import dense_bf16, dense_int8, is_bf16_dense, is_int8_dense
 from .elemwise import BROADCAST, broadcast_shape
 from .utils import (
     check_same_dim,
@@ -103,7 +103,8 @@ def dense(
     """data (M, K) times weight (N, K) transposed, plus an optional bias (N,) -> (M, N).
 
     uint8 data with int8 weights accumulate in int32 through a blocked weight layout
-    (`topi.nn.dense_int8`: tag "dense_int8", VNNI's operand types).
+    (`topi.nn.dense_int8`: tag "dense_int8", VNNI's operand types); bfloat16 operands accumulate
+    in float32 likewise (tag "dense_bf16").
 
     Returns:
         The output; its GEMM stage is tagged "dense".
@@ -112,6 +113,8 @@ def dense(
     check_tensor(weight, "dense: weight", 2)
     if is_int8_dense(data, weight):  # uint8 x int8 -> int32 through VNNI's blocked layout
         return dense_int8(data, weight, bias, out_dtype or "int32")
+    if is_bf16_dense(data, weight):  # bf16 pairs -> float32 likewise
+        return dense_bf16(data, weight, bias, out_dtype or "float32")
     check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
     dtype = out_dtype or data.dtype
     out = _product(data, weight, False, True, dtype, _workload(_shape(data), _shape(weight), dtype),

@@ -1,4 +1,4 @@
-"""int8 dense: uint8 data times int8 weight, accumulated in int32 (VNNI's operand types).
+"""Low-precision dense: uint8 x int8 -> int32 (VNNI's operand types), bf16 x bf16 -> float32.
 
 The weight is read through a blocked copy, (ceil(N/L), ceil(K/4), L, 4): L output columns (one
 int32 vector of the current target: 16 with AVX-512, 8 with AVX2) of 4 consecutive K values
@@ -6,7 +6,8 @@ each, so that one vector load gives the kernel operand of one `vpdpbusd` (or its
 the 4 data bytes of a row are one broadcast int32. K is padded to a multiple of 4 and N to one
 of L with zeros (a padded data copy only when K needs it); the product then runs over the padded
 extents and the output stage reads the (M, N) part. The product stage is tagged "dense_int8"
-and records the arguments of the "dense_int8.x86" task: ((M, K), (N, K), out_dtype).
+and records the arguments of the "dense_int8.x86" task: ((M, K), (N, K), out_dtype). bf16 works
+the same way with pairs along K and 16 float32 lanes (AVX512-BF16's `vdpbf16ps`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,14 @@ from .utils import check_same_dim, check_tensor, json_args, static_dim
 
 #: int8 values per int32 lane of the blocked weight (one VNNI dot).
 GROUP = 4
-#: The tag of the product stage.
+#: bf16 values per float32 lane of the blocked weight (one vdpbf16ps).
+BF16_GROUP = 2
+#: The tags of the product stages.
 TAG = "dense_int8"
+BF16_TAG = "dense_bf16"
+#: The tags of the blocked weight copy and of the data padded along K.
+PACK_TAG = "injective,vnni_pack"
+PAD_TAG = "injective,int8_pad"
 
 
 def is_int8_dense(data: tl.Tensor, weight: tl.Tensor) -> bool:
@@ -32,20 +39,21 @@ def int8_lanes() -> int:
     return 16 if tl.Target.current().vector_bits == 512 else 8
 
 
-def pack_weight_int8(weight: tl.Tensor, lanes: int, name: str = "weight_vnni") -> tl.Tensor:
-    """(N, K) int8 -> (ceil(N/lanes), ceil(K/4), lanes, 4), zeros past N and K."""
+def pack_weight_blocked(weight: tl.Tensor, lanes: int, group: int = GROUP,
+                        name: str = "weight_vnni") -> tl.Tensor:
+    """(N, K) -> (ceil(N/lanes), ceil(K/group), lanes, group), zeros past N and K."""
     n, k = (static_dim(d) for d in weight.shape)
     zero = tl.const(0, weight.dtype)
 
     def f(no, ko, ni, ki):
-        j, kk = no * lanes + ni, ko * GROUP + ki
+        j, kk = no * lanes + ni, ko * group + ki
         value = weight[tl.minimum(j, n - 1), tl.minimum(kk, k - 1)]
-        if n % lanes == 0 and k % GROUP == 0:
+        if n % lanes == 0 and k % group == 0:
             return weight[j, kk]
         return tl.if_then_else((j < n) & (kk < k), value, zero)
 
-    return tl.compute((-(-n // lanes), -(-k // GROUP), lanes, GROUP), f, name=name,
-                      tag="injective,vnni_pack")
+    return tl.compute((-(-n // lanes), -(-k // group), lanes, group), f, name=name,
+                      tag=PACK_TAG)
 
 
 def dense_int8(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None,
@@ -57,36 +65,60 @@ def dense_int8(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None
         ValueError: symbolic shapes (the blocked layout needs static ones), or out_dtype is
             not int32.
     """
+    if out_dtype != "int32":
+        raise ValueError(f"dense: uint8 x int8 accumulates in int32, got out_dtype={out_dtype!r}")
+    return _blocked_dense(data, weight, bias, GROUP, int8_lanes(), "int32", TAG)
+
+
+def is_bf16_dense(data: tl.Tensor, weight: tl.Tensor) -> bool:
+    """Whether dense takes the bf16 path: bfloat16 data and weight."""
+    return data.dtype == "bfloat16" and weight.dtype == "bfloat16"
+
+
+def dense_bf16(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None,
+               out_dtype: str = "float32") -> tl.Tensor:
+    """bfloat16 data (M, K) times bfloat16 weight (N, K) transposed, accumulated in float32
+    (AVX512-BF16's `vdpbf16ps` reduces pairs along K), plus an optional float32 bias (N,). The
+    weight is blocked as (ceil(N/16), ceil(K/2), 16, 2); the product stage is tagged
+    "dense_bf16".
+
+    Raises:
+        ValueError: symbolic shapes, or out_dtype is not float32.
+    """
+    if out_dtype != "float32":
+        raise ValueError(f"dense: bfloat16 accumulates in float32, got out_dtype={out_dtype!r}")
+    return _blocked_dense(data, weight, bias, BF16_GROUP, 16, "float32", BF16_TAG)
+
+
+def _blocked_dense(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None, group: int,
+                   lanes: int, acc: str, tag: str) -> tl.Tensor:
     check_tensor(data, "dense: data", 2)
     check_tensor(weight, "dense: weight", 2)
     check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
-    if out_dtype != "int32":
-        raise ValueError(f"dense: uint8 x int8 accumulates in int32, got out_dtype={out_dtype!r}")
     m, k = (static_dim(d) for d in data.shape)
     n = static_dim(weight.shape[0])
     if None in (m, n, k):
-        raise ValueError("dense: the int8 path needs static shapes")
-    lanes = int8_lanes()
-    packed = pack_weight_int8(weight, lanes)
-    kp = -(-k // GROUP) * GROUP
+        raise ValueError(f"dense: the {data.dtype} x {weight.dtype} path needs static shapes")
+    packed = pack_weight_blocked(weight, lanes, group)
+    kp = -(-k // group) * group
     if kp != k:
         zero = tl.const(0, data.dtype)
         data = tl.compute((m, kp), lambda i, kk: tl.if_then_else(
-            kk < k, data[i, tl.minimum(kk, k - 1)], zero), name="data_pad", tag="injective,int8_pad")
+            kk < k, data[i, tl.minimum(kk, k - 1)], zero), name="data_pad", tag=PAD_TAG)
     np_ = -(-n // lanes) * lanes
     rk = tl.reduce_axis((0, kp), name="k")
-    workload = json_args((m, k), (n, k), out_dtype)
+    workload = json_args((m, k), (n, k), acc)
     out = tl.compute(
         (m, np_),
-        lambda i, j: tl.sum(data[i, rk].astype("int32")
-                            * packed[j // lanes, rk // GROUP, j % lanes, rk % GROUP].astype("int32"),
+        lambda i, j: tl.sum(data[i, rk].astype(acc)
+                            * packed[j // lanes, rk // group, j % lanes, rk % group].astype(acc),
                             axis=rk),
-        name=TAG, tag=TAG, attrs={"workload": workload})
+        name=tag, tag=tag, attrs={"workload": workload})
     if np_ != n or bias is not None:
         if bias is not None:
             check_tensor(bias, "dense: bias", 1)
             check_same_dim(bias.shape[0], n, "dense: bias length vs output columns")
         out = tl.compute(
-            (m, n), lambda i, j: out[i, j] + (bias[j].astype("int32") if bias is not None else 0),
-            name="dense_int8_out", tag=BROADCAST)
+            (m, n), lambda i, j: out[i, j] + (bias[j].astype(acc) if bias is not None else 0),
+            name=f"{tag}_out", tag=BROADCAST)
     return out

@@ -32,6 +32,7 @@ from .common import (
     vector_lanes,
     whole_block_loop,
 )
+from ..nn.dense_int8 import BF16_TAG
 from ..nn.dense_int8 import TAG as INT8_TAG
 from .config import schedule_tagged, template_schedule
 from .dense_int8 import schedule_dense_int8_with
@@ -240,13 +241,14 @@ def _schedule(outs: tl.Tensor | Sequence[tl.Tensor], tags: Sequence[str]) -> tl.
 
 def schedule_dense(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule dense with its bias and elementwise tail (tuned config when one is active);
-    uint8 x int8 dense takes the int8 schedule (`dense_int8.x86`)."""
-    return schedule_tagged(outs, {"dense": GEMM_TAGS["dense"], INT8_TAG: "dense_int8.x86"},
-                           _gemm_or_int8_with)
+    uint8 x int8 dense takes the int8 schedule (`dense_int8.x86`), bfloat16 dense the bf16 one
+    (`dense_bf16.x86`)."""
+    return schedule_tagged(outs, {"dense": GEMM_TAGS["dense"], INT8_TAG: "dense_int8.x86",
+                                  BF16_TAG: "dense_bf16.x86"}, _gemm_or_int8_with)
 
 
 def _gemm_or_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> None:
-    if gemm.op.tag == INT8_TAG:
+    if gemm.op.tag in (INT8_TAG, BF16_TAG):
         schedule_dense_int8_with(cfg, s, gemm, out)
     else:
         schedule_gemm_with(cfg, s, gemm, out)

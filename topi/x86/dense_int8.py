@@ -17,10 +17,18 @@ from __future__ import annotations
 import autotune
 import tensorlang as tl
 
-from ..nn.dense_int8 import GROUP, TAG, dense_int8
+from ..nn.dense_int8 import (
+    BF16_GROUP,
+    BF16_TAG,
+    GROUP,
+    PACK_TAG,
+    PAD_TAG,
+    dense_bf16,
+    dense_int8,
+)
 from .common import fuse_parallel, static_extent
 from .config import template_schedule
-from .tensor_intrin import dot_int8, int8_dot_kind
+from .tensor_intrin import dot_bf16, dot_int8, has_bf16_dot, int8_dot_kind
 
 #: Column blocks that keep the cores busy on their own (else row blocks join the parallel loop).
 MIN_PARALLEL_CHUNKS = 16
@@ -59,9 +67,14 @@ def _define_space(cfg, m: int, n_vectors: int) -> None:
 
 
 def schedule_dense_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> None:
-    """Schedule the int8 product stage `gemm`, whose epilogue (bias, the (M, N) slice) ends in
-    `out` (see the module docstring)."""
-    packed = next(t for t in gemm.op.input_tensors if getattr(t.op, "tag", "") == "injective,vnni_pack")
+    """Schedule the int8 (or bf16) product stage `gemm`, whose epilogue (bias, the (M, N)
+    slice) ends in `out` (see the module docstring). bf16 without AVX512-BF16 runs the same
+    blocks as plain vector code (each pair widened to float32)."""
+    packed = next(t for t in gemm.op.input_tensors if getattr(t.op, "tag", "") == PACK_TAG)
+    bf16 = gemm.op.tag == BF16_TAG
+    group = BF16_GROUP if bf16 else GROUP
+    intrin = (dot_bf16() if has_bf16_dot() else None) if bf16 else dot_int8(
+        static_extent(packed.op.axis[2]))
     lanes = static_extent(packed.op.axis[2])
     m, n = (static_extent(a) for a in gemm.op.axis)
     _define_space(cfg, m, n // lanes)
@@ -72,7 +85,7 @@ def schedule_dense_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tenso
     p.parallel(no)
     p.unroll(ki)
     for t in gemm.op.input_tensors:
-        if getattr(t.op, "tag", "") == "injective,int8_pad":
+        if getattr(t.op, "tag", "") == PAD_TAG:
             fuse_parallel(s, t, [t.op.axis[0]])
 
     if gemm.op is out.op:
@@ -100,11 +113,16 @@ def schedule_dense_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tenso
     gi, gj = g.op.axis
     (gk,) = g.op.reduce_axis
     gjo, gjl = g.split(gj, factor=lanes)
-    gko, gki = g.split(gk, factor=GROUP)
+    gko, gki = g.split(gk, factor=group)
     gkoo, gkoi = g.split(gko, factor=ksteps)
-    g.reorder(gkoo, gkoi, gi, gjo, gjl, gki)
+    if intrin is None:
+        g.reorder(gkoo, gkoi, gki, gi, gjo, gjl)
+        g.unroll(gki)
+    else:
+        g.reorder(gkoo, gkoi, gi, gjo, gjl, gki)
     g.vectorize(gjl)  # the accumulators' zero fill (the update is the intrinsic)
-    g.tensorize(gjl, dot_int8(lanes))
+    if intrin is not None:
+        g.tensorize(gjl, intrin)
     g.unroll(gi)
     g.unroll(gjo)
     if ksteps > 1:
@@ -117,6 +135,17 @@ def dense_int8_template(cfg, data_shape, weight_shape, out_dtype="int32"):
     data = tl.placeholder(data_shape, "uint8", name="data")
     weight = tl.placeholder(weight_shape, "int8", name="weight")
     out = dense_int8(data, weight, out_dtype=out_dtype)
+    s = template_schedule(cfg, out, schedule_dense_int8_with)
+    cfg.add_flop(2 * data_shape[0] * data_shape[1] * weight_shape[0])
+    return s, [data, weight, out]
+
+
+@autotune.template("dense_bf16.x86")
+def dense_bf16_template(cfg, data_shape, weight_shape, out_dtype="float32"):
+    """Tunable bf16 dense: args ((M, K), (N, K), "float32"), bfloat16 data and weight."""
+    data = tl.placeholder(data_shape, "bfloat16", name="data")
+    weight = tl.placeholder(weight_shape, "bfloat16", name="weight")
+    out = dense_bf16(data, weight, out_dtype=out_dtype)
     s = template_schedule(cfg, out, schedule_dense_int8_with)
     cfg.add_flop(2 * data_shape[0] * data_shape[1] * weight_shape[0])
     return s, [data, weight, out]
