@@ -20,7 +20,7 @@ import click
 import autotune
 import tensorlang as tl
 import topi.graph as tg
-from autotune import InstantiationError
+from autotune import FallbackConfig, InstantiationError
 from autotune.result import gflops
 from tensorlang.benchmark import compare
 from topi.graph.model_io import random_inputs
@@ -293,6 +293,10 @@ def lower(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any
             f"the fallback config (no valid record of this workload in {log})" if log
             else "the fallback config")
         click.echo(f"# {task.name} {task.workload[1]} on {target}: {where}", err=True)
+        trace_of = getattr(task, "trace", None)  # an auto-scheduled task: its schedule's steps
+        if trace_of is not None:
+            trace = trace_of(config if config is not None else FallbackConfig())
+            click.echo("\n".join(f"#   {line}" for line in str(trace).splitlines()), err=True)
         if llvm or asm:
             module = tl.build(s, tensors, target=target, name="kernel")
             click.echo(module.get_source("asm" if asm else "ll"))

@@ -50,14 +50,15 @@ class Workload:
 
     Attributes:
         label: a short readable name, e.g. "matmul 64x64x64 float32".
-        template: the registered autotune template name.
+        template: the registered autotune template name, or a workload function (tuned with
+            no template, `autotune.auto_schedule`).
         args: the task arguments.
         check: the numpy reference of the output, from the input arrays (None: none known).
         libraries: label -> a call of a library computing the same thing, for timing.
     """
 
     label: str
-    template: str
+    template: str | Callable[..., Any]
     args: tuple
     check: Callable[[Arrays], np.ndarray] | None = None
     libraries: Mapping[str, LibraryCall] = field(default_factory=dict)
@@ -226,8 +227,9 @@ def parse_args(text: str) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def _load_template(spec: str) -> Template:
-    """The template of `module:function` or `path.py:function`."""
+def _load_template(spec: str) -> Template | Callable[..., Any]:
+    """The template of `module:function` or `path.py:function`, or the plain workload
+    function there (a function of shapes returning tensors, tuned with no template)."""
     where, _, name = spec.rpartition(":")
     if not where or not name:
         raise OpError(f"{spec!r} is neither a known op ({', '.join(OPS)}) nor module:function")
@@ -246,8 +248,8 @@ def _load_template(spec: str) -> Template:
     func = getattr(module, name, None)
     if func is None:
         raise OpError(f"{spec!r}: module {where} has no attribute {name!r}")
-    if not isinstance(func, Template):
-        raise OpError(f"{spec!r} is not decorated with @autotune.template")
+    if not isinstance(func, Template) and not callable(func):
+        raise OpError(f"{spec!r} is neither an @autotune.template nor a workload function")
     return func
 
 
@@ -279,6 +281,10 @@ def resolve(op: str, shape: str | None, args: str | None, dtype: str,
                           f"got {len(values)} numbers")
         return spec.workload(dict(zip(spec.fields, values)), dtype, window)
     template = _load_template(op)
+    if not isinstance(template, Template):  # a workload function: auto-scheduled
+        values = parse_args(args) if args is not None else parse_shape(shape)  # type: ignore
+        name = op.rpartition(":")[2]
+        return Workload(f"{name} {list(values)}", template, tuple(values))
     if args is not None:
         values = parse_args(args)
     else:

@@ -1,0 +1,175 @@
+"""Auto-scheduling benchmarks: plain computes tuned with no template, side by side.
+
+    python benchmarks/bench_auto_schedule.py bar --trials 150            # the issue's bar
+    python benchmarks/bench_auto_schedule.py bar --only gemm softmax --trials 200
+    python benchmarks/bench_auto_schedule.py templates --trials 150      # vs the topi templates
+    python benchmarks/bench_auto_schedule.py untuned --trials 100        # vs topi's schedules
+
+bar: each compute of tests/auto_schedule_workloads.py at a realistic size (GEMM 512^3, softmax
+and layer norm 512x768, a 1024^2 five-point stencil, a 3x3 convolution 64x56x56 -> 64 over a
+padded compute, attention scores 1x12x128x64) tuned with `--trials` trials, then its best
+(and its untuned default) timed against numpy or the PyTorch op in one process. The ratio
+is reference time / our time (> 1: faster); the bar is 0.8 (GEMM), 1.0 (softmax, layer norm,
+stencil), 0.6 (convolution), 0.8 (scores).
+templates: the same GEMM and convolution auto-scheduled against the topi templates
+(`matmul.x86`, `conv2d_nchw.x86`) tuned with equal trials. untuned: auto-scheduled softmax
+and layer norm against topi's default schedules of `topi.nn.softmax` / `layer_norm`.
+
+Timings on a shared machine drift: compare the ratios of one run only. Each tuning log goes
+to a temporary folder, so every run starts fresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import autotune
+import tensorlang as tl
+from tensorlang.benchmark import compare
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import auto_schedule_workloads as W  # noqa: E402 - the computes the tests check
+
+Arrays = Sequence[np.ndarray]
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _references() -> dict[str, tuple[tuple, float, Callable[[Arrays], Callable[[], Any]]]]:
+    """name -> (args, bar, make the reference call from the input arrays)."""
+    torch = _torch()
+    F = torch.nn.functional
+    T = torch.from_numpy
+    return {
+        "gemm": ((512, 512, 512), 0.8, lambda a: lambda: a[0] @ a[1]),
+        "softmax": ((512, 768), 1.0, lambda a: lambda: torch.softmax(T(a[0]), -1)),
+        "layer_norm": ((512, 768), 1.0, lambda a: lambda: F.layer_norm(
+            T(a[0]), (a[0].shape[1],), T(a[1]), T(a[2]))),
+        "stencil": ((1024, 1024), 1.0, lambda a: lambda: W.REFERENCES["stencil"](a[0])),
+        "conv3x3": ((64, 56, 56, 64), 0.6, lambda a: lambda: F.conv2d(T(a[0]), T(a[1]),
+                                                                       padding=1)),
+        "scores": ((1, 12, 128, 64), 0.8, lambda a: lambda: torch.matmul(
+            T(a[0]), T(a[1]).transpose(-1, -2))),
+    }
+
+
+def _arrays(tensors: Sequence[tl.Tensor]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    shape = [[int(d) for d in t.shape] for t in tensors]
+    ins = [rng.standard_normal(s).astype("float32") for s, t in zip(shape, tensors)
+           if not isinstance(t.op, tl.ComputeOp)]
+    outs = [np.zeros(s, "float32") for s, t in zip(shape, tensors)
+            if isinstance(t.op, tl.ComputeOp)]
+    return ins, outs
+
+
+def _tuned(task: autotune.Task, trials: int, folder: str) -> tuple[Any, float]:
+    log = os.path.join(folder, f"{task.name.replace('/', '_')}.jsonl")
+    start = time.perf_counter()
+    autotune.tune(task, trials=trials, log_file=log, progress=False)
+    return log, time.perf_counter() - start
+
+
+def bar(trials: int, only: Sequence[str], folder: str) -> None:
+    """Tune each computation and time it against its reference."""
+    print(f"{'workload':<28} {'tuned':>7} {'untuned':>8} {'bar':>5} {'ok':>3} {'tuning':>8}")
+    for name, (args, target_ratio, make_ref) in _references().items():
+        if only and name not in only:
+            continue
+        task = autotune.create_task(getattr(W, name), args)
+        log, seconds = _tuned(task, trials, folder)
+        s, tensors = task.apply_best(log)
+        f = tl.build(s, tensors)
+        d_s, d_tensors = task.default_schedule()
+        g = tl.build(d_s, d_tensors)
+        ins, outs = _arrays(tensors)
+        f(*ins, *outs)
+        np.testing.assert_allclose(outs[-1], W.REFERENCES[name](*ins), rtol=2e-3, atol=2e-3)
+        ref = make_ref(ins)
+        tuned = compare(lambda: f(*ins, *outs), ref, repeat=9).speedup
+        untuned = compare(lambda: g(*ins, *outs), ref, repeat=5).speedup
+        label = f"{name} {list(args)}"
+        print(f"{label:<28} {tuned:>6.2f}x {untuned:>7.2f}x {target_ratio:>5.1f} "
+              f"{'yes' if tuned >= target_ratio else 'no':>3} {seconds:>7.0f}s", flush=True)
+
+
+def templates(trials: int, folder: str) -> None:
+    """Auto-scheduled GEMM and convolution against the topi templates, equal trials."""
+    import topi  # noqa: F401 - registers the templates
+
+    pairs = [("gemm", (512, 512, 512), "matmul.x86", ((512, 512), (512, 512), "float32")),
+             ("conv3x3", (64, 56, 56, 64), "conv2d_nchw.x86",
+              ((1, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "float32"))]
+    for name, args, template, template_args in pairs:
+        auto = autotune.create_task(getattr(W, name), args)
+        hand = autotune.create_task(template, template_args)
+        auto_log, _ = _tuned(auto, trials, folder)
+        hand_log, _ = _tuned(hand, trials, folder)
+        s, tensors = auto.apply_best(auto_log)
+        f = tl.build(s, tensors)
+        with autotune.apply_history_best(hand_log):
+            hs, htensors = hand.instantiate(hand.config_space.get(
+                autotune.best_records(autotune.load_records(hand_log))[
+                    (hand.key, hand.target)].config_index))
+        h = tl.build(hs, htensors)
+        ins, outs = _arrays(tensors)
+        h_ins, h_outs = _arrays(htensors)
+        ratio = compare(lambda: f(*ins, *outs), lambda: h(*h_ins, *h_outs), repeat=9).speedup
+        print(f"{name} {list(args)}: auto-scheduled / {template} tuned, {trials} trials each: "
+              f"{ratio:.2f}x", flush=True)
+
+
+def untuned(trials: int, folder: str) -> None:
+    """Auto-scheduled softmax and layer norm against topi's default schedules."""
+    import topi
+
+    for name, args in (("softmax", (512, 768)), ("layer_norm", (512, 768))):
+        task = autotune.create_task(getattr(W, name), args)
+        log, _ = _tuned(task, trials, folder)
+        s, tensors = task.apply_best(log)
+        f = tl.build(s, tensors)
+        x = tl.placeholder(args, name="x")
+        if name == "softmax":
+            out, extra = topi.nn.softmax(x), []
+            sched = topi.x86.schedule_softmax(out)
+        else:
+            gamma = tl.placeholder((args[1],), name="g")
+            beta = tl.placeholder((args[1],), name="b")
+            out, extra = topi.nn.layer_norm(x, gamma, beta), [gamma, beta]
+            sched = topi.x86.schedule_layer_norm(out)
+        g = tl.build(sched, [x, *extra, out])
+        ins, outs = _arrays(tensors)
+        ratio = compare(lambda: f(*ins, *outs), lambda: g(*ins, *outs), repeat=9).speedup
+        print(f"{name} {list(args)}: auto-scheduled ({trials} trials) / topi's schedule: "
+              f"{ratio:.2f}x", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("bar", "templates", "untuned"))
+    parser.add_argument("--trials", type=int, default=150)
+    parser.add_argument("--only", nargs="*", default=())
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        if opts.what == "bar":
+            bar(opts.trials, opts.only, folder)
+        elif opts.what == "templates":
+            templates(opts.trials, folder)
+        else:
+            untuned(opts.trials, folder)
+
+
+if __name__ == "__main__":
+    main()
