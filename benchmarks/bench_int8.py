@@ -1,0 +1,159 @@
+"""int8 and bf16 GEMM: ours against our float32 GEMM and against onnxruntime's quantized ops.
+
+Each row is one (M, N, K) and target. Every pair is timed side by side in one process in
+alternating steady-state blocks (`tensorlang.benchmark.compare`, pauses between blocks so that
+the other side's idle threads settle; onnxruntime's spinning is off), and only the ratios are
+reported (> 1: the first named is faster):
+
+- int8/fp32: our uint8 x int8 -> int32 dense (`topi.nn.dense` + `topi.x86.schedule_dense`, the
+  fallback config, the weight blocked inside the kernel) against our float32 dense of the same
+  shape;
+- bf16/fp32: our bfloat16 dense (float32 sums) against our float32 dense;
+- int8/ort MatMulInteger: the same int8 dense against onnxruntime's MatMulInteger (uint8 x int8
+  -> int32, the weight a constant that onnxruntime prepacks);
+- int8/ort QLinearMatMul: our int8 dense with a requantizing epilogue to uint8
+  (`topi.nn.qnn.requantize`) against onnxruntime's QLinearMatMul.
+
+    python benchmarks/bench_int8.py
+    python benchmarks/bench_int8.py --shapes 1024x1024x1024 --targets llvm,"llvm -mcpu=haswell"
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+import numpy as np
+
+import tensorlang as tl
+import topi
+from tensorlang.benchmark import compare
+from topi.x86.tensor_intrin import has_bf16_dot, int8_dot_kind
+
+SHAPES = ("1024x1024x1024", "128x768x3072", "512x512x2048")
+
+
+def _build_dense(m: int, n: int, k: int, data_dtype: str, weight_dtype: str, target: str,
+                 requant: bool = False) -> tl.Module:
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no tuned config: the fallback
+        data = tl.placeholder((m, k), data_dtype, name="data")
+        weight = tl.placeholder((n, k), weight_dtype, name="weight")
+        out = topi.nn.dense(data, weight)
+        if requant:
+            out = topi.nn.qnn.requantize(out, 0.02 * 0.01, 0, 0.5, 128, out_dtype="uint8")
+        s = topi.x86.schedule_dense(out)
+        return tl.build(s, [data, weight, out], target=target)
+
+
+def _ort_session(op: str, m: int, n: int, k: int, weight: np.ndarray, threads: int):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(weight.T.copy(), "B")]
+    if op == "MatMulInteger":
+        node = helper.make_node("MatMulInteger", ["A", "B"], ["Y"])
+        out_type = TensorProto.INT32
+    else:
+        for name, value in (("a_scale", np.float32(0.02)), ("a_zp", np.uint8(0)),
+                            ("b_scale", np.float32(0.01)), ("b_zp", np.int8(0)),
+                            ("y_scale", np.float32(0.5)), ("y_zp", np.uint8(128))):
+            inits.append(numpy_helper.from_array(np.array(value), name))
+        node = helper.make_node("QLinearMatMul", ["A", "a_scale", "a_zp", "B", "b_scale", "b_zp",
+                                                  "y_scale", "y_zp"], ["Y"])
+        out_type = TensorProto.UINT8
+    graph = helper.make_graph(
+        [node], "gemm", [helper.make_tensor_value_info("A", TensorProto.UINT8, [m, k])],
+        [helper.make_tensor_value_info("Y", out_type, [m, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def bench(shape: str, target: str, args: argparse.Namespace) -> dict:
+    m, n, k = (int(v) for v in shape.split("x"))
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (m, k)).astype("uint8")
+    w = rng.integers(-128, 128, (n, k)).astype("int8")
+    acc = np.zeros((m, n), "int32")
+    af, wf, of = a.astype("float32"), w.astype("float32"), np.zeros((m, n), "float32")
+    int8 = _build_dense(m, n, k, "uint8", "int8", target)
+    fp32 = _build_dense(m, n, k, "float32", "float32", target)
+    int8(a, w, acc)
+    exact = bool(np.array_equal(acc, a.astype(np.int64) @ w.astype(np.int64).T))
+    row = {"shape": shape, "target": target, "int8 kind": int8_dot_kind(tl.Target(target)),
+           "exact": exact}
+    r = compare(lambda: int8(a, w, acc), lambda: fp32(af, wf, of), repeat=args.rounds)
+    row["int8/fp32"] = r.speedup
+    row["int8 GOP/s"] = 2 * m * n * k / r.ours / 1e9
+    if has_bf16_dot(tl.Target(target)):
+        import ml_dtypes
+
+        bf = _build_dense(m, n, k, "bfloat16", "bfloat16", target)
+        ab, wb = af.astype(ml_dtypes.bfloat16), wf.astype(ml_dtypes.bfloat16)
+        row["bf16/fp32"] = compare(lambda: bf(ab, wb, of), lambda: fp32(af, wf, of),
+                                   repeat=args.rounds).speedup
+    if args.ort and target == "llvm":
+        session = _ort_session("MatMulInteger", m, n, k, w, args.threads)
+        row["int8/ort MatMulInteger"] = compare(
+            lambda: int8(a, w, acc), lambda: session.run(None, {"A": a}),
+            repeat=args.rounds).speedup
+        requant = _build_dense(m, n, k, "uint8", "int8", target, requant=True)
+        q = np.zeros((m, n), "uint8")
+        session = _ort_session("QLinearMatMul", m, n, k, w, args.threads)
+        requant(a, w, q)
+        theirs = session.run(None, {"A": a})[0]
+        row["QLinear max diff"] = int(np.abs(q.astype(int) - theirs.astype(int)).max())
+        row["int8/ort QLinearMatMul"] = compare(
+            lambda: requant(a, w, q), lambda: session.run(None, {"A": a}),
+            repeat=args.rounds).speedup
+    return row
+
+
+COLUMNS = ["shape", "target", "int8 kind", "exact", "int8/fp32", "bf16/fp32",
+           "int8/ort MatMulInteger", "int8/ort QLinearMatMul", "QLinear max diff"]
+
+
+def _table(rows: list[dict]) -> str:
+    columns = [c for c in COLUMNS if any(c in r for r in rows)]
+
+    def cell(value: object) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else str(value) if value is not None \
+            else "-"
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _flags() -> str:
+    host = tl.Target("llvm")
+    return ", ".join(f"{f}={'yes' if host._has(f) else 'no'}"
+                     for f in ("avx512vnni", "avxvnni", "avx512bf16"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--targets", default="llvm,llvm -mcpu=haswell")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=tl.get_num_threads())
+    parser.add_argument("--no-ort", dest="ort", action="store_false")
+    args = parser.parse_args()
+    tl.set_num_threads(args.threads)
+    rows = [bench(shape, target, args) for shape in args.shapes.split(",")
+            for target in args.targets.split(",")]
+    print(f"\n{tl.Target('llvm')} ({_flags()}), {args.threads} threads; ratios: the first "
+          "named's speed over the second's (> 1: faster)")
+    print(_table(rows))
+
+
+if __name__ == "__main__":
+    main()
