@@ -52,6 +52,14 @@ def _axis(x: tl.Tensor, axis: int, what: str) -> int:
     return axis % x.ndim
 
 
+def _check(x: tl.Tensor, axis: int, out_dtype: str, what: str) -> int:
+    """Check the arguments of an op with a quantized output; the axis, made non-negative."""
+    check_tensor(x, f"{what}: x")
+    if out_dtype not in _QUANTIZED:
+        raise ValueError(f"{what}: out_dtype must be one of {_QUANTIZED}, got {out_dtype!r}")
+    return _axis(x, axis, what)
+
+
 def _saturate(v: Expr, dtype: str) -> Expr:
     info = tl.const(0, dtype).dtype
     lo = tl.const(float(info.min_value()), "float32")
@@ -62,10 +70,7 @@ def _saturate(v: Expr, dtype: str) -> Expr:
 def quantize(x: tl.Tensor, scale: Param, zero_point: Param = 0, axis: int = 1,
              out_dtype: str = "uint8") -> tl.Tensor:
     """float -> `out_dtype`: saturate(round_half_even(x / scale) + zero_point)."""
-    check_tensor(x, "quantize: x")
-    if out_dtype not in _QUANTIZED:
-        raise ValueError(f"quantize: out_dtype must be one of {_QUANTIZED}, got {out_dtype!r}")
-    axis = _axis(x, axis, "quantize")
+    axis = _check(x, axis, out_dtype, "quantize")
     s = _param(scale, "float32", x, axis, "quantize: scale")
     z = _param(zero_point, "float32", x, axis, "quantize: zero_point")
 
@@ -95,10 +100,7 @@ def requantize(x: tl.Tensor, input_scale: Param, input_zero_point: Param, output
     """One quantization to another (typically int32 accumulators to int8/uint8):
     saturate(round_half_even((x - zp_in) * (scale_in / scale_out)) + zp_out). Either scale
     may be per channel."""
-    check_tensor(x, "requantize: x")
-    if out_dtype not in _QUANTIZED:
-        raise ValueError(f"requantize: out_dtype must be one of {_QUANTIZED}, got {out_dtype!r}")
-    axis = _axis(x, axis, "requantize")
+    axis = _check(x, axis, out_dtype, "requantize")
     s_in = _param(input_scale, "float32", x, axis, "requantize: input_scale")
     z_in = _param(input_zero_point, "int32", x, axis, "requantize: input_zero_point")
     s_out = _param(output_scale, "float32", x, axis, "requantize: output_scale")

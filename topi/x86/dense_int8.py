@@ -129,23 +129,22 @@ def schedule_dense_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tenso
         g.unroll(gkoi)
 
 
-@autotune.template("dense_int8.x86")
-def dense_int8_template(cfg, data_shape, weight_shape, out_dtype="int32"):
-    """Tunable int8 dense: args ((M, K), (N, K), "int32"), uint8 data and int8 weight."""
-    data = tl.placeholder(data_shape, "uint8", name="data")
-    weight = tl.placeholder(weight_shape, "int8", name="weight")
-    out = dense_int8(data, weight, out_dtype=out_dtype)
+def _template(cfg, data_shape, weight_shape, dtype: str, op, out_dtype: str) -> tuple:
+    data = tl.placeholder(data_shape, dtype, name="data")
+    weight = tl.placeholder(weight_shape, "int8" if dtype == "uint8" else dtype, name="weight")
+    out = op(data, weight, out_dtype=out_dtype)
     s = template_schedule(cfg, out, schedule_dense_int8_with)
     cfg.add_flop(2 * data_shape[0] * data_shape[1] * weight_shape[0])
     return s, [data, weight, out]
+
+
+@autotune.template("dense_int8.x86")
+def dense_int8_template(cfg, data_shape, weight_shape, out_dtype="int32"):
+    """Tunable int8 dense: args ((M, K), (N, K), "int32"), uint8 data and int8 weight."""
+    return _template(cfg, data_shape, weight_shape, "uint8", dense_int8, out_dtype)
 
 
 @autotune.template("dense_bf16.x86")
 def dense_bf16_template(cfg, data_shape, weight_shape, out_dtype="float32"):
     """Tunable bf16 dense: args ((M, K), (N, K), "float32"), bfloat16 data and weight."""
-    data = tl.placeholder(data_shape, "bfloat16", name="data")
-    weight = tl.placeholder(weight_shape, "bfloat16", name="weight")
-    out = dense_bf16(data, weight, out_dtype=out_dtype)
-    s = template_schedule(cfg, out, schedule_dense_int8_with)
-    cfg.add_flop(2 * data_shape[0] * data_shape[1] * weight_shape[0])
-    return s, [data, weight, out]
+    return _template(cfg, data_shape, weight_shape, "bfloat16", dense_bf16, out_dtype)
