@@ -15,6 +15,7 @@ def from_onnx(model: str | os.PathLike | Any,
               shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """An ONNX model (a path or an `onnx.ModelProto`, opset 13 to 21) as a Graph; see
     `topi.graph.onnx.from_onnx`."""
+    from . import onnx_qnn  # noqa: F401  (the converters of quantized models)
     from .onnx import from_onnx as convert
 
     return convert(model, shapes)

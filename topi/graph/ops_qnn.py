@@ -1,0 +1,43 @@
+"""Graph ops of quantization: quantize, dequantize, requantize and the int8 dense, each
+registered once with its topi compute, x86 schedule and numpy reference (the pattern of
+`ops.py`). Scales and zero points are inputs (graph constants): one element per tensor, or one
+per channel along `axis`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn, x86
+from ..testing import qnn as ref
+from .ops import OpPattern, register_op
+
+P = OpPattern
+
+
+def _quantize(x, scale, zero_point, axis=1, out_dtype="uint8"):
+    return nn.qnn.quantize(x, scale, zero_point, axis, out_dtype)
+
+
+def _dequantize(x, scale, zero_point, axis=1):
+    return nn.qnn.dequantize(x, scale, zero_point, axis)
+
+
+def _requantize(x, input_scale, input_zero_point, output_scale, output_zero_point, axis=1,
+                out_dtype="int8"):
+    return nn.qnn.requantize(x, input_scale, input_zero_point, output_scale, output_zero_point,
+                             axis, out_dtype)
+
+
+def _dense_int8_reference(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    return (data.astype(np.int64) @ weight.astype(np.int64).T).astype(np.int32)
+
+
+register_op("quantize", _quantize, x86.schedule_injective, P.ELEMWISE,
+            reference=ref.quantize_python)
+register_op("dequantize", _dequantize, x86.schedule_injective, P.ELEMWISE,
+            reference=ref.dequantize_python)
+register_op("requantize", _requantize, x86.schedule_injective, P.ELEMWISE,
+            reference=ref.requantize_python)
+register_op("dense_int8", lambda data, weight: nn.dense(data, weight, out_dtype="int32"),
+            x86.schedule_dense, P.OUT_FUSABLE, tasks={"dense_int8": "dense_int8.x86"},
+            reference=_dense_int8_reference)
