@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,8 @@ from .kernel import KernelSpec, Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
 from .passes import PIPELINE, Pass, optimize, plan_memory
+from .symbolic_module import SymbolicModule, node_operands, symbolic_inputs
+from ..symbolic import free_vars
 
 FALLBACK_MESSAGE = r".*using the fallback config"
 
@@ -57,7 +59,8 @@ def tuning_context(log_file: str | os.PathLike[str] | None,
 def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
           target: str | tl.Target = "llvm", cache_dir: str | os.PathLike[str] | None = None,
           verbose: bool = False, pipeline: Sequence[tuple[str, Pass]] = PIPELINE,
-          prepack: bool = True) -> Module:
+          prepack: bool = True,
+          bounds: Mapping[str, tuple[int, int] | int] | None = None) -> Module:
     """Compile `g` into a Module callable with numpy inputs by name.
 
     Args:
@@ -71,6 +74,9 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
             what one buys).
         prepack: pack constant weights into the kernels' layouts once, here (else every call
             packs them).
+        bounds: for a graph with symbolic dims, shape variable -> (low, high) (or high): the
+            sizes the module accepts (default: the graph's own `bounds`, else any size). Its
+            kernels are compiled once, with symbolic extents; the arena is planned per size.
 
     Raises:
         TypeError: `g` is not a Graph.
@@ -83,6 +89,9 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         raise ValueError("build: the graph has no outputs (mark them with g.output(...))")
     tgt = as_target(target)
     untuned: dict[str, tuple[str, tuple]] = {}
+    if symbolic_inputs(g):
+        return _build_symbolic(g, log_file, tgt, cache_dir, verbose, pipeline, prepack,
+                               check_bounds(g, bounds), untuned)
     with tuning_context(log_file, tgt):
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
         plan = plan_memory(optimized)
@@ -102,13 +111,63 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
                        for p in spec.packs}
             steps.append(Step(node.name, op_label(node), kernel,
                               _arguments(node, spec, weights, buffers)))
+    _warn_untuned(untuned, log_file)
+    return Module(optimized, plan, steps, arena, buffers, tgt)
+
+
+def check_bounds(g: Graph, bounds: Mapping[str, Any] | None) -> dict[str, tuple[int, int]]:
+    """`bounds` (or the graph's own) as var -> (low, high), checked against the graph's vars."""
+    names = free_vars([d for n in g.inputs for d in n.shape])
+    given = dict(getattr(g, "bounds", None) or {})
+    given.update(bounds or {})
+    out = {}
+    for var, b in given.items():
+        if var not in names:
+            raise ValueError(f"build: bounds name {var!r}, which is no shape variable of the "
+                             f"graph's inputs (they have {names})")
+        low, high = (1, b) if isinstance(b, int) else b
+        if not 1 <= int(low) <= int(high):
+            raise ValueError(f"build: bounds of {var!r} must be 1 <= low <= high, got {b!r}")
+        out[var] = (int(low), int(high))
+    return out
+
+
+def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, verbose: bool,
+                    pipeline: Sequence[tuple[str, Pass]], prepack: bool,
+                    bounds: dict[str, tuple[int, int]],
+                    untuned: dict[str, tuple[str, tuple]]) -> Module:
+    """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents
+    (one per bucket where the log holds per-bucket configs, see `buckets.py`)."""
+    from .buckets import bucket_kernels
+    with tuning_context(log_file, tgt):
+        optimized = optimize(g, verbose=verbose, pipeline=pipeline)
+        packed: dict[tuple[str, int], np.ndarray] = {}
+        steps, operands, dispatch = [], [], []
+        for node in optimized.ops:
+            spec = kernel_spec(node, prepack)
+            key = spec.key(str(tgt), compiler_version())
+            kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
+                                cache_dir)
+            if spec.config == "fallback" and spec.workload is not None:
+                untuned[repr(spec.workload)] = spec.workload
+            weights = {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
+                       for p in spec.packs}
+            steps.append(Step(node.name, op_label(node), kernel, []))
+            operands.append(node_operands(node, weights))
+            dispatch.append(bucket_kernels(node, spec, prepack, tgt, cache_dir) if log_file
+                            else None)
+    _warn_untuned(untuned, log_file)
+    return SymbolicModule(optimized, steps, operands, bounds, tgt,
+                          dispatch if any(dispatch) else ())
+
+
+def _warn_untuned(untuned: dict[str, tuple[str, tuple]], log_file: Any) -> None:
     if untuned:
         listing = "\n".join(f"  {name} {list(args)}" for name, args in untuned.values())
         where = "in the log" if log_file is not None else "(no log given)"
         warnings.warn(
             f"{len(untuned)} tunable workload(s) have no tuned config {where} and use fallback "
-            f"configs (tune them with topi.graph.tune for speed):\n{listing}", stacklevel=2)
-    return Module(optimized, plan, steps, arena, buffers, tgt)
+            f"configs (tune them with topi.graph.tune for speed):\n{listing}", stacklevel=3)
 
 
 def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:

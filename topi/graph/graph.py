@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from tensorlang.expr import Expr
+
+from ..symbolic import canon, dim_str, dim_var, evaluate_shape, is_symbolic
 from . import import_ops  # noqa: F401  (registers the ops that `_OP_METHODS` names)
 from .ops import OpPattern, freeze_attr, get_op, infer_output, registered_ops
 
@@ -89,8 +92,20 @@ class Node:
 
     @property
     def nbytes(self) -> int:
-        """The size of the node's output in bytes."""
+        """The size of the node's output in bytes (a symbolic shape: see `nbytes_at`)."""
+        if self.symbolic:
+            raise ValueError(f"{self!r} has the symbolic shape {self.shape}; use nbytes_at")
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the shape holds symbolic dims (`tl.var` expressions)."""
+        return any(is_symbolic(d) for d in self.shape)
+
+    def nbytes_at(self, values: Mapping[str, int]) -> int:
+        """The size in bytes with the shape variables bound to `values` (by name)."""
+        shape = evaluate_shape(self.shape, values)
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
     @property
     def pattern(self) -> OpPattern | None:
@@ -119,6 +134,11 @@ def _check_shape(shape: Any, where: str) -> tuple[int, ...]:
         raise TypeError(f"{where}: shape must be a tuple of ints, got {shape!r}")
     dims = []
     for d in shape:
+        if isinstance(d, str):  # a named symbolic dim
+            d = dim_var(d)
+        if isinstance(d, Expr):
+            dims.append(canon(d))
+            continue
         if isinstance(d, (bool, float)) or not isinstance(d, (int, np.integer)):
             raise TypeError(f"{where}: shape must hold ints, got {shape!r}")
         if d < 1:
@@ -128,6 +148,8 @@ def _check_shape(shape: Any, where: str) -> tuple[int, ...]:
 
 
 def _format_attr(value: Any) -> str:
+    if isinstance(value, Expr):
+        return dim_str(value)
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, tuple):
@@ -494,7 +516,7 @@ for _name, (_inputs, _doc) in _OP_METHODS.items():
 
 
 def _type_str(n: Node) -> str:
-    return f"{n.dtype}{list(n.shape)}"
+    return f"{n.dtype}[{', '.join(dim_str(d) for d in n.shape)}]"
 
 
 def node_line(n: Node) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
+from ..symbolic import canon, canon_shape
 from .graph import Graph, Node
 from .ops import get_op, infer_output
 
@@ -27,6 +28,39 @@ class UnsupportedError(NotImplementedError):
 
 def shape_of(value: Value) -> tuple[int, ...]:
     return tuple(value.shape)
+
+
+def shape_value(values: Any) -> np.ndarray:
+    """Sizes known at import time as an array: int64, or an object array where some are
+    symbolic dims (canonical: equal dims are the same object)."""
+    array = np.asarray(values, dtype=object)
+    flat = [canon(v) for v in array.reshape(-1)]
+    if all(isinstance(v, int) for v in flat):
+        return np.array(flat, "int64").reshape(array.shape)
+    out = np.empty(len(flat), object)
+    out[:] = flat
+    return out.reshape(array.shape)
+
+
+def shape_value_op(op_name: str, inputs: Any, attrs: Any) -> np.ndarray:
+    """Graph op `op_name` on shape values (some symbolic), computed now: the shape arithmetic
+    of a model with symbolic dims (Shape -> Gather -> Unsqueeze -> Concat -> Reshape)."""
+    if op_name == "cast":
+        return inputs[0]
+    if op_name in ("divide", "floor_divide"):
+        return shape_value(np.floor_divide(*inputs))
+    if op_name in ("equal", "not_equal"):
+        a, b = np.broadcast_arrays(*(np.asarray(v, object) for v in inputs))
+        same = np.array([x is y or (isinstance(x, int) and isinstance(y, int) and x == y)
+                         for x, y in zip(a.reshape(-1), b.reshape(-1))]).reshape(a.shape)
+        return same if op_name == "equal" else ~same
+    reference = get_op(op_name).reference
+    if reference is None:
+        raise UnsupportedError(f"graph op {op_name!r} on symbolic sizes")
+    try:
+        return shape_value(reference(*inputs, **attrs))
+    except (TypeError, ValueError) as err:
+        raise UnsupportedError(f"graph op {op_name!r} on symbolic sizes: {err}") from err
 
 
 def dtype_of(value: Value) -> str:
@@ -84,6 +118,9 @@ class GraphWriter:
     def op(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
         """Graph op `op_name` on `inputs`; evaluated now with the op's numpy reference when every
         input is an array."""
+        if all(isinstance(v, np.ndarray) for v in inputs) and any(
+                v.dtype == object for v in inputs):
+            return shape_value_op(op_name, inputs, attrs)
         if all(isinstance(v, np.ndarray) for v in inputs):
             _, dtype = infer_output(op_name, [(v.shape, str(v.dtype)) for v in inputs], attrs)
             reference = get_op(op_name).reference
@@ -95,7 +132,7 @@ class GraphWriter:
 
     def reshape(self, x: Value, shape: Any) -> Value:
         """`x` reshaped (itself when the shape does not change)."""
-        shape = tuple(int(d) for d in shape)
+        shape = canon_shape(shape)
         return x if shape == shape_of(x) else self.op("reshape", x, newshape=shape)
 
     def dense_rows(self, x: Value, weight: Value) -> Value:
@@ -149,7 +186,7 @@ class GraphWriter:
         if sk[:-3] != tuple(lead) or sv[:-3] != tuple(lead) or heads % kv_heads or \
                 sv[-3] != kv_heads or sv[-2] != keys or sk[-1] != depth:
             raise UnsupportedError(f"attention of shapes {sq}, {sk}, {sv}")
-        batch, group, out_depth = math.prod(lead), heads // kv_heads, sv[-1]
+        batch, group, out_depth = canon(math.prod(lead)), heads // kv_heads, sv[-1]
         dtype = dtype_of(q)
         scores = self.op("batch_matmul", self.reshape(q, (batch * kv_heads, group * length, depth)),
                          self.reshape(k, (batch * kv_heads, keys, depth)))
@@ -165,7 +202,7 @@ class GraphWriter:
             if len(sm) > len(sq):
                 raise UnsupportedError(f"attention mask of shape {sm} for queries of shape {sq}")
             sm = (1,) * (len(sq) - len(sm)) + sm
-            mask_batch = math.prod(sm[:-3])
+            mask_batch = canon(math.prod(sm[:-3]))
             if mask_batch not in (1, batch) or sm[-3] not in (1, heads):
                 raise UnsupportedError(f"attention mask of shape {sm} for queries of shape {sq}")
             mask_heads = (kv_heads, group) if sm[-3] == heads else (1, 1)

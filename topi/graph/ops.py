@@ -39,6 +39,7 @@ import tensorlang as tl
 from tensorlang.arith import const_value
 
 from .. import nn, testing, x86
+from ..symbolic import canon
 
 
 class OpPattern(enum.IntEnum):
@@ -154,6 +155,8 @@ def freeze_attr(value: Any, where: str) -> Any:
         return value.item()
     if isinstance(value, (tuple, list)):
         return tuple(freeze_attr(v, where) for v in value)
+    if isinstance(value, tl.Expr):  # a symbolic dim (a reshape's newshape entry)
+        return canon(value)
     raise TypeError(
         f"{where}: attrs must be ints, floats, strings, bools, None or tuples of them, "
         f"got {type(value).__name__} {value!r}"
@@ -176,9 +179,7 @@ def tensor_spec(out: tl.Tensor, what: str) -> TensorSpec:
     shape = []
     for d in out.shape:
         value = d if isinstance(d, int) else const_value(d)
-        if value is None:
-            raise ValueError(f"{what}: the output shape {out.shape} is not static")
-        shape.append(int(value))
+        shape.append(canon(d) if value is None else int(value))  # symbolic dims, canonical
     return tuple(shape), out.dtype
 
 

@@ -12,7 +12,7 @@ import tensorlang as tl
 from tensorlang.expr import Expr
 
 from .transform import INJECTIVE
-from .utils import check_axis, check_tensor, const_shape
+from .utils import check_axis, check_tensor, const_shape, static_dim
 
 
 def _int_list(values: Sequence[int], what: str) -> list[int]:
@@ -67,8 +67,10 @@ def strided_slice(x: tl.Tensor, begin: Sequence[int], end: Sequence[int],
         ValueError: an empty result (a dimension of length 0) or inconsistent arguments.
     """
     check_tensor(x, "strided_slice: x")
-    ranges = slice_ranges(const_shape(x, "strided_slice"), begin, end, strides, axes)
-    if any(length < 1 for _, _, length in ranges):
+    # symbolic dims are kept on the axes that are not sliced
+    shape = [d if static_dim(d) is None else static_dim(d) for d in x.shape]
+    ranges = slice_ranges(shape, begin, end, strides, axes)
+    if any(isinstance(length, int) and length < 1 for _, _, length in ranges):
         raise ValueError(f"strided_slice: the slice of {tuple(x.shape)} by begin {begin}, end "
                          f"{end}, strides {strides}, axes {axes} is empty")
 

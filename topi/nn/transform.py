@@ -116,8 +116,8 @@ def reshape(data: tl.Tensor, newshape: Sequence[int]) -> tl.Tensor:
     """`data` with shape `newshape` (row-major order kept; one -1 is inferred)."""
     check_tensor(data, "reshape: data")
     dims = [static_dim(d) for d in data.shape]
-    if any(d is None for d in dims):
-        raise ValueError(f"reshape: data must have a static shape, got {data.shape}")
+    if any(d is None for d in dims) or any(isinstance(d, Expr) for d in newshape):
+        return _symbolic_reshape(data, newshape)
     size = math.prod(dims)  # type: ignore[arg-type]
     if not isinstance(newshape, (tuple, list)):
         raise TypeError(f"reshape: newshape must be a tuple of ints, got {newshape!r}")
@@ -133,6 +133,34 @@ def reshape(data: tl.Tensor, newshape: Sequence[int]) -> tl.Tensor:
         shape[shape.index(-1)] = size // known
     if math.prod(shape) != size:
         raise ValueError(f"reshape: {tuple(dims)} ({size} elements) cannot become {tuple(shape)}")
+
+    def f(*i: Expr) -> Expr:
+        flat: Expr = tl.const(0)
+        for v, d in zip(i, shape):
+            flat = flat * d + v
+        return data[tuple(_unravel(flat, dims))]
+
+    return tl.compute(tuple(shape), f, name="reshape", tag=INJECTIVE)
+
+
+def _symbolic_reshape(data: tl.Tensor, newshape: Sequence) -> tl.Tensor:
+    """reshape with symbolic dims (see `topi.symbolic`): -1 is the exact quotient of the sizes."""
+    from ..symbolic import canon, product, quotient
+
+    dims = [canon(d) for d in data.shape]
+    size = product(dims)
+    shape = [canon(d) for d in newshape]
+    if sum(1 for d in shape if isinstance(d, int) and d == -1) > 1:
+        raise ValueError(f"reshape: at most one -1 in newshape, got {tuple(newshape)!r}")
+    if any(isinstance(d, int) and d == -1 for d in shape):
+        k = next(k for k, d in enumerate(shape) if isinstance(d, int) and d == -1)
+        rest = product([d for j, d in enumerate(shape) if j != k])
+        inferred = quotient(size, rest)
+        if inferred is None:
+            raise ValueError(f"reshape: cannot infer -1 in {tuple(shape)} for {tuple(dims)}")
+        shape[k] = inferred
+    if product(shape) is not size and product(shape) != size:
+        raise ValueError(f"reshape: {tuple(dims)} cannot become {tuple(shape)}")
 
     def f(*i: Expr) -> Expr:
         flat: Expr = tl.const(0)

@@ -133,9 +133,10 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     columns = None if None in extents else math.prod(extents)
     _define_space(cfg, m, n, k, lanes, rows is not None, columns)
 
-    if None in (m, n, k):
+    if None in (n, k) or None in extents:
         # tensorlang cannot yet bound an intermediate buffer whose extent is a symbolic
-        # ceil-division, so with dynamic shapes the panels are read through the original layout.
+        # ceil-division, so with dynamic shapes the panels are read through the original layout
+        # (a symbolic M alone leaves the panels of B static: they are packed, or pre-packed).
         s[packed].compute_inline()
     else:
         _schedule_pack(s, packed)
@@ -160,11 +161,17 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
         j_outer, j_block = o.split(j_outer, factor=group)
         grouped.append(j_block)
     o.reorder(*batch, j_outer, i_outer, *grouped, i_inner, j_inner)
-    if blocks is not None and blocks >= MIN_PARALLEL_CHUNKS:
+    if blocks is not None and (blocks >= MIN_PARALLEL_CHUNKS or m is None):
+        # (A symbolic M: a fused row loop would be a symbolic ceil-division, whose blocks
+        # tensorlang cannot bound yet; the column blocks alone are parallel.)
         # The row-block loop stays serial, so the loop partitioner can peel a last partial
         # block: its guards would otherwise sit in the hot loop and spill accumulators. With a
         # column group, each chunk's blocks come from the group's loop inside the row loop.
         fuse_parallel(s, out, [*batch, j_outer])
+        block_loop = grouped[0] if grouped else i_outer
+    elif m is None or n is None:  # symbolic rows or columns: parallel over the batch only
+        if batch:
+            fuse_parallel(s, out, batch)
         block_loop = grouped[0] if grouped else i_outer
     else:
         block_loop = fuse_parallel(s, out, [*batch, j_outer, i_outer])

@@ -21,7 +21,7 @@ def fold_constants(g: Graph) -> Graph:
     constant of the same name, shape and dtype)."""
 
     def visit(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
-        if node.kind is not NodeKind.OP or not all(
+        if node.kind is not NodeKind.OP or node.symbolic or not all(
                 i.kind is NodeKind.CONSTANT for i in inputs):
             return None
         try:

@@ -10,6 +10,7 @@ are alive at the same step, so an output never overlaps an input it reads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..graph import Graph, Node, NodeKind
@@ -60,8 +61,12 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def plan_memory(g: Graph) -> MemoryPlan:
-    """Plan the arena of `g` (run it after fusion: each op node is then one kernel)."""
+def plan_memory(g: Graph, values: Mapping[str, int] | None = None) -> MemoryPlan:
+    """Plan the arena of `g` (run it after fusion: each op node is then one kernel). A graph
+    with symbolic dims is planned for the sizes at `values` (the upper bounds of its shape
+    variables, by name): a buffer is never larger at smaller sizes, so any call within the
+    bounds fits the same offsets."""
+    nbytes = {n: n.nbytes_at(values or {}) for n in g.nodes if n.kind is not NodeKind.CONSTANT}
     step = {n: k for k, n in enumerate(g.ops)}
     last = len(step)
     start: dict[Node, int] = {}
@@ -79,9 +84,9 @@ def plan_memory(g: Graph) -> MemoryPlan:
         if node in end:
             end[node] = last
     placed: list[Buffer] = []
-    order = sorted(start, key=lambda n: (-n.nbytes, start[n]))
+    order = sorted(start, key=lambda n: (-nbytes[n], start[n]))
     for node in order:
-        size = _aligned(max(node.nbytes, 1))
+        size = _aligned(max(nbytes[node], 1))
         offset = 0
         clashes = sorted((b for b in placed if b.start <= end[node] and start[node] <= b.end),
                          key=lambda b: b.offset)

@@ -1,0 +1,235 @@
+"""The executor of a model with symbolic dims: one build, any size within the bounds.
+
+Every kernel was compiled once with symbolic extents; a call binds the shape variables from the
+actual input shapes (checking them against each other and against the bounds), and runs the
+same kernels with the variables' values appended to their packed arguments. Per distinct size
+the arena plan, the buffer views and the packed argument arrays are made once (plain Python:
+nothing is compiled at call time) and kept for the next call at that size.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorlang.expr import Var
+from tensorlang.runtime.threadpool import native
+
+from ..symbolic import dim_str, evaluate, evaluate_shape, free_vars
+from .graph import Graph, Node, NodeKind
+from .model_io import ModelBase, TensorInfo, check_inputs, random_inputs
+from .module import Step, _address
+from .passes import MemoryPlan, plan_memory
+
+#: How many sizes keep their prepared calls.
+SIZE_CACHE = 64
+
+
+@dataclass
+class _Prepared:
+    arena: np.ndarray
+    plan: MemoryPlan
+    input_buffers: list[np.ndarray]
+    output_buffers: list[np.ndarray]
+    calls: list[tuple[Any, Any, Any]]
+    keep: list[Any]
+
+
+class SymbolicModule(ModelBase):
+    """A built model whose inputs have symbolic dims: `m(**inputs)` at any size within
+    `bounds` (a ValueError naming the input and the dim otherwise).
+
+    Attributes:
+        graph: the optimised graph.
+        steps: the kernel calls (their arrays: constants and pre-packed weights, None where a
+            buffer of the arena goes).
+        bounds: shape variable -> (low, high), inclusive.
+        shape_vars: the names of the graph's shape variables.
+        target: the target it was built for.
+    """
+
+    def __init__(self, graph: Graph, steps: list[Step], operands: list[list[Any]],
+                 bounds: Mapping[str, tuple[int, int]], target: Any,
+                 dispatch: Sequence[tuple[str, Sequence[int], list[Any]]] = ()) -> None:
+        self.graph = graph
+        self.steps = steps
+        self.target = target
+        self.bounds = dict(bounds)
+        self.inputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.inputs]
+        self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
+        self.shape_vars = free_vars([d for n in graph.inputs for d in n.shape])
+        self._operands = operands
+        # Per step: None, or (var name, sorted bucket sizes, kernels) to pick the kernel of the
+        # smallest bucket >= the size (tuned per bucket).
+        self._dispatch = list(dispatch) or [None] * len(steps)
+        self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
+            collections.OrderedDict()
+        self._arena = np.empty(0, np.uint8)
+        self.plan: MemoryPlan | None = None
+
+    @property
+    def kernels(self) -> int:
+        return len({s.kernel.key for s in self.steps})
+
+    # -- binding -------------------------------------------------------------------------------
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
+        """The shape variables' values from the input arrays.
+
+        Raises:
+            ValueError: a wrong rank, a static dim that differs, two inputs that disagree on a
+                variable, or a size outside the bounds (the message names the input and dim).
+        """
+        values: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for info, a in zip(self.inputs, arrays):
+            if a.ndim != len(info.shape):
+                raise ValueError(f"input {info.name!r} must have {len(info.shape)} dimensions "
+                                 f"{_shape_text(info.shape)}, got shape {a.shape}")
+            for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+                if isinstance(d, Var):
+                    if d.name in values and values[d.name] != actual:
+                        raise ValueError(
+                            f"input {info.name!r} dim {axis} ({d.name}) is {actual}, but "
+                            f"{where[d.name]} gives {d.name} = {values[d.name]}")
+                    low, high = self.bounds.get(d.name, (1, 2**31 - 1))
+                    if not low <= actual <= high:
+                        raise ValueError(
+                            f"input {info.name!r} dim {axis} ({d.name}) is {actual}, outside "
+                            f"the bounds [{low}, {high}] the model was built for")
+                    values[d.name] = actual
+                    where[d.name] = f"input {info.name!r} dim {axis}"
+        for info, a in zip(self.inputs, arrays):
+            for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+                if isinstance(d, Var):
+                    continue
+                try:
+                    expected = evaluate(d, values)
+                except (KeyError, ValueError):
+                    raise ValueError(f"input {info.name!r} dim {axis} ({dim_str(d)}) cannot be "
+                                     "bound from the input shapes") from None
+                if expected != actual:
+                    raise ValueError(f"input {info.name!r} dim {axis} must be {dim_str(d)} = "
+                                     f"{expected}, got {actual} (shape {a.shape})")
+        return values
+
+    # -- per size ------------------------------------------------------------------------------
+
+    def _prepare(self, values: dict[str, int]) -> _Prepared:
+        key = tuple(values[v] for v in self.shape_vars)
+        hit = self._prepared.get(key)
+        if hit is not None:
+            self._prepared.move_to_end(key)
+            return hit
+        plan = plan_memory(self.graph, values)
+        if plan.arena_bytes + 64 > self._arena.nbytes:
+            self._arena = np.empty(plan.arena_bytes + 64, np.uint8)
+            self._prepared.clear()  # their views point into the old arena
+        start = -self._arena.__array_interface__["data"][0] % 64
+        arena = self._arena[start:start + plan.arena_bytes]
+        views: dict[str, np.ndarray] = {}
+        for node in self.graph.nodes:
+            if node.kind is NodeKind.CONSTANT:
+                continue
+            b = plan.buffers[node.name]
+            shape = evaluate_shape(node.shape, values)
+            views[node.name] = arena[b.offset:b.offset + node.nbytes_at(values)].view(
+                node.dtype).reshape(shape)
+        ffi = native().ffi
+        calls, keep = [], []
+        for step, operands, dispatch in zip(self.steps, self._operands, self._dispatch):
+            kernel = step.kernel
+            if dispatch is not None:
+                var, sizes, kernels = dispatch
+                pick = next((k for k, b in enumerate(sizes) if values[var] <= b), len(sizes) - 1)
+                kernel = kernels[pick]
+            arrays = [views[o] if isinstance(o, str) else o for o in operands]
+            sig = kernel.signature
+            shape_values = [values[v] for v in sig.shape_vars]
+            if sig.checks:
+                types = ["void *"] * len(arrays) + ["int64_t"] * len(shape_values)
+                fn = ffi.cast(f"int32_t (*)({', '.join(types)})", kernel.address)
+                args = ([ffi.cast("void *", _address(a)) for a in arrays], shape_values)
+                calls.append((fn, args, (step, sig)))
+            else:
+                argv = ffi.new("int64_t[]", [_address(a) for a in arrays] + shape_values or [0])
+                fn = ffi.cast("void (*)(int64_t *)", kernel.packed_address)
+                calls.append((fn, argv, None))
+            keep.append(arrays)
+        prepared = _Prepared(arena, plan, [views[i.name] for i in self.inputs],
+                             [n.value if n.kind is NodeKind.CONSTANT else views[n.name]
+                              for n in self.graph.outputs], calls, keep)
+        self._prepared[key] = prepared
+        if len(self._prepared) > SIZE_CACHE:
+            self._prepared.popitem(last=False)
+        self.plan = plan
+        return prepared
+
+    def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        prepared = self._prepare(self.bind(arrays))
+        for buffer, value in zip(prepared.input_buffers, arrays):
+            np.copyto(buffer, value)
+        for fn, argv, checked in prepared.calls:
+            if checked is None:
+                fn(argv)
+            else:
+                pointers, shape_values = argv
+                status = fn(*pointers, *shape_values)
+                if status:
+                    raise checked[1].index_error(status)
+        return [b.copy() for b in prepared.output_buffers]
+
+    def sample_inputs(self, values: Mapping[str, int] | None = None,
+                      seed: int = 0) -> dict[str, np.ndarray]:
+        """Random inputs at the sizes `values` (default: each variable at its upper bound, or 1
+        when unbounded)."""
+        sizes = {v: self.bounds.get(v, (1, 1))[1] for v in self.shape_vars}
+        sizes.update(values or {})
+        infos = [TensorInfo(i.name, evaluate_shape(i.shape, sizes), i.dtype) for i in self.inputs]
+        return random_inputs(infos, seed)
+
+    def benchmark(self, repeat: int = 10, number: int | None = None,
+                  min_repeat_ms: float = 50.0,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> Any:
+        return super().benchmark(repeat, number, min_repeat_ms,
+                                 inputs if inputs is not None else self.sample_inputs())
+
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        return self._execute(check_inputs(self.inputs, inputs))
+
+    def export_library(self, path: str) -> None:
+        from .export_symbolic import export_symbolic
+        export_symbolic(self, path)
+
+    def __str__(self) -> str:
+        ins = ", ".join(str(i) for i in self.inputs)
+        outs = ", ".join(str(o) for o in self.outputs)
+        bounds = ", ".join(f"{v} in [{lo}, {hi}]" for v, (lo, hi) in self.bounds.items())
+        return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
+                f"{self.kernels} distinct kernels, symbolic ({bounds}), target {self.target}")
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(dim_str(d) for d in shape) + ")"
+
+
+def symbolic_inputs(g: Graph) -> bool:
+    """Whether any node of `g` has a symbolic shape."""
+    return any(n.symbolic for n in g.nodes)
+
+
+def node_operands(node: Node, weights: Mapping[int, np.ndarray]) -> list[Any]:
+    """A kernel call's operands: arrays for constants and packed weights, buffer names else."""
+    out: list[Any] = []
+    for k, i in enumerate(node.inputs):
+        if k in weights:
+            out.append(weights[k])
+        elif i.kind is NodeKind.CONSTANT:
+            out.append(i.value)
+        else:
+            out.append(i.name)
+    return [*out, node.name]
