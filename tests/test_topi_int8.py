@@ -239,3 +239,57 @@ def test_bf16_dense_matches_float32(target):
     f(a, w, o)
     ref = a.astype("float32") @ w.astype("float32").T  # the same bf16 inputs, float32 sums
     np.testing.assert_allclose(o, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, zero_point", [
+    ((1, 8, 6, 6, 16, 3, 1, 1), 0),
+    ((1, 20, 9, 9, 40, 3, 1, 2), 7),
+    ((2, 3, 7, 5, 5, 1, 0, 1), 128),
+])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_int8_conv2d_is_exact(shape, zero_point, target):
+    from topi.nn.conv2d_int8 import conv2d_nchw_int8
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    n, c, h, w, k, r, pad, stride = shape
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tl.placeholder((n, c, h, w), "uint8", name="data")
+        kernel = tl.placeholder((k, c, r, r), "int8", name="kernel")
+        out = conv2d_nchw_int8(data, kernel, stride, pad, 1, zero_point)
+        f = tl.build(schedule_conv2d_nchw_int8(out), [data, kernel, out], target=target)
+    rng = np.random.default_rng(c + k)
+    a = rng.integers(0, 256, (n, c, h, w)).astype("uint8")
+    wt = rng.integers(-128, 128, (k, c, r, r)).astype("int8")
+    result = np.zeros(tuple(int(d) for d in out.shape), "int32")
+    f(a, wt, result)
+    padded = np.pad(a.astype(np.int64) - zero_point, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = result.shape[2:]
+    ref = np.zeros_like(result, dtype=np.int64)
+    for y in range(r):
+        for x in range(r):
+            window = padded[:, :, y:y + stride * oh:stride, x:x + stride * ow:stride]
+            ref += np.einsum("nchw,kc->nkhw", window, wt[:, :, y, x].astype(np.int64))
+    np.testing.assert_array_equal(result, ref)
+
+
+def test_conv2d_int8_template_configs_are_exact():
+    import autotune
+
+    task = autotune.create_task("conv2d_int8.x86", ((1, 16, 6, 6), (32, 16, 3, 3), 1, 1, 1, 5))
+    assert len(task.config_space) > 1
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (1, 16, 6, 6)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 16, 3, 3)).astype("int8")
+    outs = []
+    valid = task.config_space.valid_indices()
+    for index in rng.choice(valid, size=min(3, len(valid)), replace=False):
+        s, tensors = task.instantiate(int(index))
+        f = tl.build(s, tensors, target=task.compile_target)
+        out = np.zeros((1, 32, 6, 6), "int32")
+        f(a, w, out)
+        outs.append(out)
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])

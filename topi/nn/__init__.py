@@ -156,5 +156,7 @@ __all__ += [
 ]
 
 from . import qnn  # noqa: E402  (quantize, dequantize, requantize)
+from .conv2d_int8 import conv2d_nchw_int8  # noqa: E402
+from .dense_int8 import dense_bf16, dense_int8  # noqa: E402
 
-__all__ += ["qnn"]
+__all__ += ["conv2d_nchw_int8", "dense_bf16", "dense_int8", "qnn"]

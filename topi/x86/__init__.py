@@ -90,3 +90,7 @@ __all__ = [
 __all__ += ["schedule_argmax", "schedule_argmin", "schedule_argreduce"]
 __all__ += ["schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc",
             "schedule_group_conv2d_NCHWc"]
+
+from .conv2d_int8 import schedule_conv2d_nchw_int8  # noqa: E402  (int8 conv2d on VNNI)
+
+__all__ += ["schedule_conv2d_nchw_int8"]
