@@ -187,15 +187,7 @@ def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]
 
 def _arguments(node: Node, spec: KernelSpec, weights: dict[int, np.ndarray],
                buffers: dict[str, np.ndarray]) -> list[np.ndarray]:
-    args = []
-    for k, i in enumerate(node.inputs):
-        if k in weights:
-            args.append(weights[k])
-        elif i.kind is NodeKind.CONSTANT:
-            args.append(i.value)
-        else:
-            args.append(buffers[i.name])
-    return [*args, buffers[node.name]]
+    return [buffers[o] if isinstance(o, str) else o for o in node_operands(node, weights)]
 
 
 def _prepacked(pack: Pack, node: Node, key: str, target: tl.Target, cache_dir: Any,
