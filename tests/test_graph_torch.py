@@ -1,6 +1,6 @@
-"""from_torch: the ATen ops the frontend translates, each in a small module against PyTorch's own
-output (built and run with the fallback configs), the core-ATen decompositions of the same, and
-errors for what is not supported."""
+"""from_torch: the ATen ops the frontend translates (after the decomposition to core ATen), each
+group in a small module against PyTorch's own output (built and run with the fallback configs),
+attention with every kind of mask, and errors for what is not supported."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def needs(*ops: str) -> None:
         pytest.skip(f"graph ops {missing} are not registered")
 
 
-def check(module: nn.Module, *shapes: tuple[int, ...] | torch.Tensor, decompose: bool = False,
-          rtol: float = 1e-5, atol: float = 1e-5) -> tg.Graph:
+def check(module: nn.Module, *shapes: tuple[int, ...] | torch.Tensor, rtol: float = 1e-5,
+          atol: float = 1e-5) -> tg.Graph:
     """`module` imported, built and run against PyTorch on inputs of `shapes` (uniform in
     [-2, 2)) or on the tensors given."""
     gen = torch.Generator().manual_seed(0)
@@ -48,10 +48,7 @@ def check(module: nn.Module, *shapes: tuple[int, ...] | torch.Tensor, decompose:
     module = module.eval()
     with torch.no_grad():
         expected = module(*inputs)
-    source = torch.export.export(module, inputs) if decompose else module
-    if decompose:
-        source = source.run_decompositions()
-    g = tg.from_torch(source, inputs)
+    g = tg.from_torch(module, inputs)
     feeds = {n.name: t.numpy() for n, t in zip(g.inputs, inputs)}
     expected = expected if isinstance(expected, tuple) else (expected,)
     actual = tg.build(g)(**feeds)
@@ -61,7 +58,6 @@ def check(module: nn.Module, *shapes: tuple[int, ...] | torch.Tensor, decompose:
     return g
 
 
-@pytest.mark.parametrize("decompose", [False, True])
 @pytest.mark.parametrize("conv", [
     lambda: nn.Conv2d(3, 5, 3, stride=2, padding=1),
     lambda: nn.Conv2d(3, 4, (2, 3), padding="same", dilation=(2, 1), bias=False),
@@ -69,21 +65,19 @@ def check(module: nn.Module, *shapes: tuple[int, ...] | torch.Tensor, decompose:
     lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
     lambda: nn.ConvTranspose2d(3, 6, (3, 2), stride=(1, 2), groups=3, dilation=(2, 1)),
 ])
-def test_convolutions(conv, decompose):
+def test_convolutions(conv):
     torch.manual_seed(0)
-    check(conv(), (1, 3, 7, 6), decompose=decompose)
+    check(conv(), (1, 3, 7, 6))
 
 
-@pytest.mark.parametrize("decompose", [False, True])
-def test_batch_norm_and_linear(decompose):
+def test_batch_norm_and_linear():
     torch.manual_seed(0)
     bn = nn.BatchNorm2d(3)
     bn.running_mean.uniform_(-0.5, 0.5)
     bn.running_var.uniform_(0.5, 2)
-    check(nn.Sequential(bn, nn.Flatten(), nn.Linear(3 * 25, 7)), (2, 3, 5, 5),
-          decompose=decompose)
+    check(nn.Sequential(bn, nn.Flatten(), nn.Linear(3 * 25, 7)), (2, 3, 5, 5))
     check(nn.Sequential(nn.Linear(5, 3), nn.GELU(approximate="tanh"), nn.Linear(3, 2)),
-          (2, 4, 5), decompose=decompose)
+          (2, 4, 5))
 
 
 @pytest.mark.parametrize("act", [nn.ReLU(), nn.ReLU6(), nn.Hardswish(), nn.Hardsigmoid(),
@@ -108,26 +102,23 @@ def test_arithmetic(fn):
     nn.AvgPool2d(3, 2, 1, count_include_pad=False), nn.AdaptiveAvgPool2d((3, 2)),
     nn.AdaptiveAvgPool2d(1), nn.AdaptiveMaxPool2d((2, 3)),
 ])
-@pytest.mark.parametrize("decompose", [False, True])
-def test_pooling(pool, decompose):
-    check(pool, (1, 3, 7, 9), decompose=decompose)
+def test_pooling(pool):
+    check(pool, (1, 3, 7, 9))
 
 
 @pytest.mark.parametrize("fn", [
     lambda x: x.mean(dim=(1, 2), keepdim=True), lambda x: x.sum(-1), lambda x: x.amax(0),
     lambda x: x.amin(dim=(0, 2)), lambda x: torch.softmax(x, 1), lambda x: torch.log_softmax(x, -1),
 ])
-@pytest.mark.parametrize("decompose", [False, True])
-def test_reductions_and_softmax(fn, decompose):
-    check(Lambda(fn), (2, 5, 7), decompose=decompose, rtol=1e-4)
+def test_reductions_and_softmax(fn):
+    check(Lambda(fn), (2, 5, 7), rtol=1e-4)
 
 
-@pytest.mark.parametrize("decompose", [False, True])
-def test_layer_norm(decompose):
+def test_layer_norm():
     torch.manual_seed(0)
     norm = nn.LayerNorm((3, 7), eps=1e-3)
     nn.init.uniform_(norm.weight)
-    check(norm, (2, 3, 7), decompose=decompose, rtol=1e-4)
+    check(norm, (2, 3, 7), rtol=1e-4)
 
 
 @pytest.mark.parametrize("fn", [
