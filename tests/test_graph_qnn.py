@@ -64,6 +64,8 @@ def test_qdq_model_from_quantize_static_matches_onnxruntime(tmp_path):
         activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8)
     qdq = onnx.load(tmp_path / "qdq.onnx")
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in qdq.graph.node}
+    optimized = str(tg.passes.optimize(tg.from_onnx(qdq)))
+    assert "conv2d_int8" in optimized and "dense_int8" in optimized
     x = rng.standard_normal((1, 3, 8, 8)).astype("float32")
     theirs = _session(qdq).run(None, {"x": x})[0]
     ours = _ours(qdq, {"x": x})
@@ -99,3 +101,27 @@ def test_qoperator_matmuls_match_onnxruntime(op, zero_points):
     ours = _ours(model, {"A": a})
     assert ours.dtype == theirs.dtype
     np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_qdq_gemm_with_a_data_zero_point_runs_int8(trans_b):
+    rng = np.random.default_rng(2)
+    m, k, n = 5, 48, 20
+    w = rng.integers(-128, 128, (n, k) if trans_b else (k, n)).astype("int8")
+    w_scale = rng.uniform(0.001, 0.01, n).astype("float32")
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w_scale, "w_scale"),
+             numpy_helper.from_array(np.zeros(n, "int8"), "w_zp"),
+             numpy_helper.from_array(np.array(0.05, "float32"), "x_scale"),
+             numpy_helper.from_array(np.array(np.uint8(100)), "x_zp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "w_scale", "w_zp"], ["wf"],
+                              axis=0 if trans_b else 1),
+             helper.make_node("Gemm", ["xf", "wf"], ["y"], transB=trans_b)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    assert "dense_int8" in str(tg.passes.optimize(tg.from_onnx(model)))
+    x = rng.standard_normal((m, k)).astype("float32") * 3
+    theirs = _session(model).run(None, {"x": x})[0]
+    ours = _ours(model, {"x": x})
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)

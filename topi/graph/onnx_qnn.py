@@ -41,6 +41,10 @@ def _dequantize_linear(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, scale, zp = inputs[0], inputs[1], _optional(inputs, 2)
     require(int(attrs.get("block_size", 0)) == 0, "blocked quantization (block_size)")
     axis = int(attrs.get("axis", 1)) % max(len(shape_of(x)), 1)
+    if isinstance(x, np.ndarray) and x.dtype == np.int8:
+        # An int8 weight stays dequantize(constant) so that passes.quantize_ops can run its
+        # convolution or dense as an int8 kernel; fold_constants folds what it leaves.
+        x = im.as_node(x)
     return [im.op("dequantize", x, scale, _zero_point(im, zp, dtype_of(x)), axis=axis)]
 
 

@@ -38,6 +38,21 @@ register_op("dequantize", _dequantize, x86.schedule_injective, P.ELEMWISE,
             reference=ref.dequantize_python)
 register_op("requantize", _requantize, x86.schedule_injective, P.ELEMWISE,
             reference=ref.requantize_python)
+def _conv2d_int8(data, kernel, stride=1, padding=0, dilation=1, data_zero_point=0):
+    return nn.conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
+
+
+def _conv2d_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
+                           dilation=1, data_zero_point=0) -> np.ndarray:
+    from ..testing import conv2d_nchw_python
+
+    centred = data.astype(np.float64) - data_zero_point
+    out = conv2d_nchw_python(centred, kernel.astype(np.float64), stride, padding, dilation)
+    return np.rint(out).astype(np.int32)
+
+
+register_op("conv2d_int8", _conv2d_int8, x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
+            tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"}, reference=_conv2d_int8_reference)
 register_op("dense_int8", lambda data, weight: nn.dense(data, weight, out_dtype="int32"),
             x86.schedule_dense, P.OUT_FUSABLE, tasks={"dense_int8": "dense_int8.x86"},
             reference=_dense_int8_reference)

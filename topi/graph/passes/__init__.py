@@ -19,10 +19,13 @@ from .fold_batch_norm import fold_batch_norm
 from .fold_constants import fold_constants
 from .fuse_ops import fuse_ops
 from .plan_memory import MemoryPlan, plan_memory
+from .quantize_ops import quantize_ops
 
 Pass = Callable[[Graph], Graph]
 
 PIPELINE: tuple[tuple[str, Pass], ...] = (
+    # Quantized (QDQ) convolutions and dense layers run as int8 kernels.
+    ("quantize_ops", quantize_ops),
     # Weights that the graph reshapes or transposes become plain constants.
     ("fold_constants", fold_constants),
     # Batch norms after convolutions disappear into the weights and a bias.
@@ -50,5 +53,5 @@ def optimize(g: Graph, verbose: bool = False,
 
 __all__ = [
     "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
-    "plan_memory", "remove_dead_nodes",
+    "plan_memory", "quantize_ops", "remove_dead_nodes",
 ]
