@@ -66,7 +66,7 @@ def test_multi_level_tiling_golden():
         "C.local.compute_at(C, j.inner.outer)",
         "C.local.split(i, factor=4)",
         "C.local.split(j, factor=16)",
-        "C.local.split(k, factor=4)",
+        "C.local.split(k, factor=32)",
         "C.local.reorder(k.outer, i.outer, j.outer, k.inner, i.inner, j.inner)",
         "C.local.unroll(i.inner)",
         "C.local.split(j.inner, factor=8)",
@@ -133,7 +133,8 @@ def test_user_rule_takes_precedence():
     def everything_root(state, stage):
         return stage.op.name == "a"
 
-    rule = SketchRule("keep_a", everything_root, lambda state, stage: state.tracer.compute_root(stage))
+    rule = SketchRule("keep_a", everything_root,
+                      lambda state, stage: state.tracer.compute_root(stage))
 
     def chain(n):
         x = tl.placeholder((n, 16), name="x")

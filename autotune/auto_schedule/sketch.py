@@ -20,7 +20,6 @@ inlined, computed at the consumer's tile or in full. Append a `SketchRule` to `S
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,10 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MIN_PARALLEL_POINTS = 64
 #: Vectors a register block may span along its vectorized axis.
 MAX_BLOCK_VECTORS = 4
+#: The longest inner reduction loop (r1) a tile may run its register block over.
+MAX_INNER_REDUCTION = 512
+#: The untuned r1: long enough that loading and storing the accumulators costs little.
+FALLBACK_INNER_REDUCTION = 128
 #: The size a symbolic extent is assumed to have when its tile sizes are enumerated.
 SYMBOLIC_EXTENT = 256
 
@@ -364,8 +367,10 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
     r_sizes = []
     for k, iv in enumerate(reduce_axes):
         extent = _extent(iv)
-        cands = [[-1, d] for d in _divisors(extent) if d <= 64]
-        fallback = [-1, max(d for d in _divisors(extent) if d <= 4)]
+        # The register block lives across the inner reduction loop (r1) only: a short one
+        # loads and stores the accumulators every few steps.
+        cands = [[-1, d] for d in _divisors(extent) if d <= MAX_INNER_REDUCTION]
+        fallback = [-1, max(d for d in _divisors(extent) if d <= FALLBACK_INNER_REDUCTION)]
         r_sizes.append(state.split_knob(f"{name}.rtile{k}", extent, cands, fallback))
     unroll = state.knob(f"{name}.unroll", list(UNROLL_STEPS), fallback=64)
     parallel = state.knob(f"{name}.parallel", [True, False], fallback=True)
@@ -700,14 +705,12 @@ def _elementwise_root(state: SketchState, stage: Stage) -> None:
         row_outer, row_inner = tr.split(stage, row, factor=chunk)
         if parallel:
             tr.annotate(stage, row_outer, "parallel")
-        rest = axes[rows:]
         if extent > width:
             vo, vi = tr.split(stage, inner, factor=width)
         else:
             vi = inner
         tr.annotate(stage, vi, "vectorize")
         state.anchors[stage] = Anchor(stage, row_inner, rows)
-        del rest
         return
     if extent > width:
         vo, vi = tr.split(stage, inner, factor=width)

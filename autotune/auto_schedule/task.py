@@ -45,8 +45,8 @@ class AutoSchedule:
         out = self.workload_func(*args)
         tensors = [out] if isinstance(out, Tensor) else list(out)
         if not dag.outputs_of(tensors):
-            raise TypeError(f"workload {self.workload_func!r} must return tensors, inputs first and "
-                            f"outputs last, got {out!r}")
+            raise TypeError(f"workload {self.workload_func!r} must return tensors, inputs "
+                            f"first and outputs last, got {out!r}")
         return tensors
 
     def schedule(self, cfg: Any, args: Sequence[Any]) -> tuple[Schedule, list[Tensor], Trace]:
