@@ -14,12 +14,10 @@ share of the grouped convolutions.
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 
 import numpy as np
 import torch
-from bench_models import _cpu_name, _onnxruntime, _table
+from bench_models import _build, _cpu_name, _onnxruntime, _table
 from bench_wild import _export, _vision
 
 import tensorlang as tl
@@ -41,15 +39,11 @@ def _group_share(profile: str) -> float:
 def bench(name: str, args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
     module, inputs = _vision(name)
-    module = module.eval()
-    proto, _ = _export(module, inputs)
+    proto, _ = _export(module.eval(), inputs)
     g = tg.from_onnx(proto)
-    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
-        ours = tg.build(g)
-    row: dict = {"model": name, "build s": time.perf_counter() - start}
+    row: dict = {"model": name}
+    ours, row["build s"] = _build(g, None, None)  # untuned: fallback configs
+    feeds = {info.name: t.numpy() for info, t in zip(ours.inputs, inputs)}
     with torch.no_grad():
         expected = module(*inputs).numpy()
     row["max err"] = float(np.abs(ours(**feeds)[0] - expected).max()

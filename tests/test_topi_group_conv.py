@@ -205,16 +205,23 @@ def _chain(rng: np.random.Generator, channels: int, groups: int, size: int) -> t
 
 
 @pytest.mark.parametrize("target", ["llvm", HASWELL])
-@pytest.mark.parametrize("channels, groups", [(32, 8), (48, 3), (64, 4)])
+@pytest.mark.parametrize("channels, groups", [(32, 8), (48, 3), (64, 4), (64, 8)])
 def test_group_conv_stays_blocked_between_convs(channels, groups, target, rng):
     """After the passes, the only layout transforms are at the input and the output, and the
     module matches the numpy reference of the original graph."""
     g = _chain(rng, channels, groups, 13)
     with tl.Target(target):
-        ops = [op for n in tg.optimize(g).ops
+        optimized = tg.optimize(g)
+        ops = [op for n in optimized.ops
                for op in ([b.op for b in n.body.ops] if n.body is not None else [n.op])]
     assert ops.count("group_conv2d_NCHWc") == 1 and "group_conv2d" not in ops
     assert ops.count("layout_transform") == 2
+    # Groups of half a vector (8 channels on AVX-512, 4 on AVX2) fill half-vector blocks.
+    lanes = tl.Target(target).vector_lanes("float32")
+    grouped = next(n for n in optimized.ops if n.body is not None
+                   and "group_conv2d_NCHWc" in [b.op for b in n.body.ops])
+    assert grouped.shape[-1] == (lanes // 2 if channels // groups == lanes // 2 else
+                                 min(16, lanes))
     inputs = {"x": _w(rng, 1, 8, 13, 13)}
     module = tg.build(g, target=target)
     for got, want in zip(module(**inputs), run_reference(g, inputs)):

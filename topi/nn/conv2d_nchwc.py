@@ -204,13 +204,9 @@ def group_conv2d_NCHWc(
     kernel's lanes are zero where a channel belongs to another group than the lane's.
 
     Args:
-        data: the input, NCHW<bi>c or NCHW.
-        kernel: the packed filters.
-        stride: an int or (h, w).
-        padding: an int, (pad_h, pad_w), (top, left, bottom, right), "SAME" or "VALID".
-        dilation: an int or (h, w).
+        data, kernel, stride, padding, dilation, out_dtype: as for `conv2d_NCHWc`, with the
+            kernel packed by `pack_group_conv2d_kernel`.
         groups: the number of groups, dividing C and K.
-        out_dtype: the accumulation and output dtype (the input dtype by default).
 
     Returns:
         The output tensor, NCHW<bo>c, tagged "group_conv2d_NCHWc".

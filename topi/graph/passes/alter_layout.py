@@ -8,8 +8,9 @@ blocked values of the same shape (a bias add, a residual add), and pooling. A `l
 is inserted only where a value crosses into or out of the blocked world: at a graph input, before
 an op without NCHW[x]c support (reshape, dense, concatenate, ...) and at the graph outputs, which
 keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
-A grouped convolution takes the blocks of a dense one: groups narrower than a block share it
-(no channel is padded), wider ones span several blocks.
+A grouped convolution takes the blocks of a dense one (groups narrower than a block share it, no
+channel is padded; wider ones span several blocks), or half-vector blocks where its groups are an
+odd number of half vectors wide.
 
 Block sizes come from the current target (`tl.Target.current()`): a layer's channels use the
 largest power of two that divides them and fits one vector (`topi.nn.channel_block`: 16 on
@@ -154,7 +155,15 @@ class _Rewriter:
         if blocks is None:
             return None
         in_block, out_block = blocks
-        packed = pack_group_conv2d_kernel(weight.value, old.attrs["groups"], out_block)
+        groups = old.attrs["groups"]
+        half = self.lanes(old) // 2
+        if (weight.shape[0] // groups) % (2 * half) == half:
+            # Groups of an odd number of half vectors (8 or 24 channels on AVX-512) fill
+            # half-vector blocks exactly, where full vectors would spend FMAs on zero weights
+            # between groups: 1.6-2x faster on Zen 4 (RegNet-Y's 8 per group at 208 x 28 x 28);
+            # on AVX2, 4 per group in half vectors measured even.
+            out_block = half
+        packed = pack_group_conv2d_kernel(weight.value, groups, out_block)
         return self.blocked_op(old, "group_conv2d_NCHWc", [self.as_block(data, in_block),
                                                            self.constant(weight, packed)],
                                out_block, **old.attrs)
