@@ -242,15 +242,24 @@ def test_padding_broadcasting_and_views(fn):
     check(Lambda(fn), (4, 3, 5))
 
 
+@pytest.mark.parametrize("fn", [
+    nn.GroupNorm(3, 6), nn.InstanceNorm2d(6, affine=True), nn.InstanceNorm2d(6),
+    lambda x: torch.flip(x, [1, 3]) + torch.roll(x, (1, -2), (2, 3)),
+    lambda x: torch.stack([x, -x], 2).sum(2) + x.clamp(min=x[:, :1], max=torch.tensor(0.5)),
+    lambda x: nn.functional.interpolate(x, size=(7, 5), mode="nearest-exact"),
+])
+def test_norms_flips_and_rolls(fn):
+    needs("group_norm", "take")
+    torch.manual_seed(0)
+    module = fn if isinstance(fn, nn.Module) else Lambda(fn)
+    for p in module.parameters():
+        nn.init.uniform_(p, 0.5, 1.5)
+    check(module, (2, 6, 4, 5), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
 def test_padding_modes(mode):
-    needs("pad")
-    if mode == "reflect":
-        pytest.importorskip("topi.nn.transform")
-    try:
-        check(Lambda(lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode=mode)), (1, 2, 4, 5))
-    except UnsupportedError as err:  # the pad op's modes are not there yet
-        pytest.skip(str(err))
+    check(Lambda(lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode=mode)), (1, 2, 4, 5))
 
 
 @pytest.mark.parametrize("fn", [

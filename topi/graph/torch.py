@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import operator
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..symbolic import canon, dim_var, free_vars, is_symbolic, product, quotient
 from .graph import Graph, Node
 from .passes import remove_dead_nodes
 from .importer import (
@@ -64,8 +66,12 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
             already exported `torch.export.ExportedProgram`.
         example_inputs: a tuple of tensors (the positional arguments of `forward`); they fix the
             input shapes and dtypes.
-        dynamic_shapes: `torch.export`'s dynamic shapes; symbolic dims are not translated yet,
-            so anything but None raises NotImplementedError.
+        dynamic_shapes: `torch.export`'s dynamic shapes (`torch.export.Dim`s, per input by
+            position or by name): those dims stay symbolic, named after the Dims, and the
+            program's sym-int arithmetic (sizes, views, arange, expand, slices) becomes shape
+            expressions. The Dims' `max` (and `min`) become the graph's `bounds`, the default
+            of `build`. A program already exported with dynamic shapes keeps its dims too (named
+            as PyTorch's symbols unless `dynamic_shapes` gives the Dims).
 
     Returns:
         The Graph, with one input per tensor argument (named as `forward`'s parameters) and the
@@ -74,12 +80,8 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
     Raises:
         UnsupportedError: ATen ops or arguments the frontend does not translate (every op at once,
             with its count and first node).
-        NotImplementedError: symbolic dims (`dynamic_shapes`, or a program exported with them).
         TypeError: a tensor of an unsupported dtype, or arguments of the wrong type.
     """
-    if dynamic_shapes is not None:
-        raise NotImplementedError("from_torch: symbolic dims (dynamic_shapes) are not supported "
-                                  "yet; export with static shapes (dynamic_shapes=None)")
     if isinstance(module, ExportedProgram):
         program = module
     elif isinstance(module, torch.nn.Module):
@@ -87,14 +89,14 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
                 isinstance(t, torch.Tensor) for t in example_inputs):
             raise TypeError("from_torch: example_inputs must be a tuple of tensors")
         with torch.no_grad(), _cache_off(module):
-            program = torch.export.export(module.eval(), tuple(example_inputs))
+            program = torch.export.export(module.eval(), tuple(example_inputs),
+                                          dynamic_shapes=dynamic_shapes)
     else:
         raise TypeError(f"from_torch: expected an nn.Module, a GraphModule or an ExportedProgram, "
                         f"got {type(module).__name__}")
     program = _functional(program)
-    _check_static(program)
     _check_supported(program)
-    return _Importer(program).run()
+    return _Importer(program, _dim_names(program, dynamic_shapes)).run()
 
 
 @contextlib.contextmanager
@@ -119,15 +121,51 @@ def _functional(program: ExportedProgram) -> ExportedProgram:
     return program.run_decompositions(table)
 
 
-def _check_static(program: ExportedProgram) -> None:
-    """Raise NotImplementedError for inputs of symbolic dims (a program exported with
-    dynamic_shapes)."""
-    for fx in program.graph.nodes:
-        val = fx.meta.get("val") if fx.op == "placeholder" else None
-        if isinstance(val, torch.Tensor) and not all(isinstance(d, int) for d in val.shape):
-            raise NotImplementedError(f"from_torch: input {fx.name!r} has symbolic dims "
-                                      f"{tuple(val.shape)}; only static shapes are supported "
-                                      "for now")
+def _dim_names(program: ExportedProgram, dynamic_shapes: Any) -> dict[str, str]:
+    """PyTorch's size symbols of the user inputs' dims -> the names of the `Dim`s given for them
+    in `dynamic_shapes` (by input position or name; a dim without a named Dim keeps the
+    symbol's name)."""
+    users = {spec.arg.name for spec in program.graph_signature.input_specs
+             if spec.kind is InputKind.USER_INPUT}
+    inputs = [fx for fx in program.graph.nodes if fx.op == "placeholder" and fx.name in users]
+    if isinstance(dynamic_shapes, dict):
+        specs = [dynamic_shapes.get(fx.name) for fx in inputs]
+    else:
+        specs = list(dynamic_shapes or ()) + [None] * len(inputs)
+    names: dict[str, str] = {}
+    for fx, spec in zip(inputs, specs):
+        axes = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        for axis, dim in axes:
+            size = fx.meta["val"].shape[axis]
+            name = getattr(dim, "__name__", None)
+            if isinstance(size, torch.SymInt) and name and size.node.expr.is_Symbol:
+                names.setdefault(str(size.node.expr), name)
+    return names
+
+
+def _sym_value(fx: Any) -> Any:
+    """The traced value of an FX node when it is a sym-int (a size), else None."""
+    val = fx.meta.get("val")
+    return val if isinstance(val, torch.SymInt) else None
+
+
+def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
+    """PyTorch's sympy expression of a size as a tl expression over `dim_var`s."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return dim_var(names.get(str(expr), str(expr)))
+    args = [_sympy_dim(a, names) for a in expr.args]
+    kind = type(expr).__name__
+    if kind == "Add":
+        return functools.reduce(operator.add, args)
+    if kind == "Mul":
+        return functools.reduce(operator.mul, args)
+    if kind == "FloorDiv":
+        return args[0] // args[1]
+    if kind == "Pow" and isinstance(args[1], int) and args[1] > 0:
+        return functools.reduce(operator.mul, [args[0]] * args[1])
+    raise UnsupportedError(f"the size expression {expr}")
 
 
 def _check_supported(program: ExportedProgram) -> None:
@@ -135,7 +173,7 @@ def _check_supported(program: ExportedProgram) -> None:
     missing: dict[str, list[str]] = {}
     for fx in program.graph.nodes:
         if fx.op == "call_function" and fx.target is not operator.getitem and \
-                _lookup(str(fx.target)) is None:
+                _sym_value(fx) is None and _lookup(str(fx.target)) is None:
             missing.setdefault(str(fx.target), []).append(fx.name)
     if missing:
         lines = [f"  {op}: {len(nodes)} (first node {nodes[0]!r})"
@@ -180,9 +218,10 @@ def _numpy(t: Any) -> np.ndarray:
 class _Importer(GraphWriter):
     """The state of one import: the graph and the value of every FX node by name."""
 
-    def __init__(self, program: ExportedProgram) -> None:
+    def __init__(self, program: ExportedProgram, dim_names: dict[str, str] | None = None) -> None:
         super().__init__()
         self.program = program
+        self.dim_names = dim_names or {}
         self.env: dict[str, Any] = {}
         self.where = "from_torch"
         self.current = ""  # the ATen overload being converted (converters of several read it)
@@ -222,13 +261,34 @@ class _Importer(GraphWriter):
                 if str(err).startswith(self.where):
                     raise
                 raise type(err)(f"{self.where}: {err}") from err
+        self.graph.bounds = self._bounds()
         return self.graph
+
+    def dim(self, size: Any) -> Any:
+        """A traced size (an int or a sym-int) as a graph dim: an int or an expression of the
+        shape variables named after the Dims."""
+        if not isinstance(size, torch.SymInt):
+            return int(size)
+        return canon(_sympy_dim(size.node.expr, self.dim_names))
+
+    def dims(self, sizes: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(self.dim(d) for d in sizes)
+
+    def _bounds(self) -> dict[str, tuple[int, int]]:
+        """The input dims' ranges from the export (a Dim's min and max), where bounded."""
+        bounds = {}
+        for symbol, vr in self.program.range_constraints.items():
+            name = self.dim_names.get(str(symbol), str(symbol))
+            if vr.upper.is_integer and name in free_vars(
+                    [d for n in self.graph.inputs for d in n.shape]):
+                bounds[name] = (max(int(vr.lower), 1), int(vr.upper))
+        return bounds
 
     def _input(self, fx: Any) -> Value:
         val = fx.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise UnsupportedError("a non-tensor input")
-        return self.graph.input(fx.name, tuple(val.shape), _dtype_name(val.dtype))
+        return self.graph.input(fx.name, self.dims(val.shape), _dtype_name(val.dtype))
 
     def _arg(self, a: Any) -> Any:
         """An FX argument with nodes replaced by their values."""
@@ -247,6 +307,9 @@ class _Importer(GraphWriter):
             seq, index = self._arg(fx.args[0]), fx.args[1]
             value = seq[index]
             return _Missing(f"output {index} of {fx.args[0].target}") if value is None else value
+        sym = _sym_value(fx)
+        if sym is not None:  # a size (sym_size, sym-int arithmetic): its traced expression
+            return self.dim(sym)
         name = self.current = str(target)
         self.fx = fx
         converter = _lookup(name)
@@ -262,10 +325,10 @@ class _Importer(GraphWriter):
         val = val[0] if isinstance(val, (tuple, list)) else val
         return _dtype_name(val.dtype)
 
-    def out_shape(self) -> tuple[int, ...]:
+    def out_shape(self) -> tuple[Any, ...]:
         val = self.fx.meta.get("val")
         val = val[0] if isinstance(val, (tuple, list)) else val
-        return tuple(int(d) for d in val.shape)
+        return self.dims(val.shape)
 
     def promote(self, a: Any, b: Any) -> tuple[Value, Value]:
         """The two operands of the node being converted in their common dtype, by PyTorch's
@@ -336,8 +399,9 @@ def _clamp(im: _Importer, x: Value, lo: Any = None, hi: Any = None, **kw: Any) -
     if "min_val" in kw or "max_val" in kw:
         lo, hi = kw.pop("min_val", lo), kw.pop("max_val", hi)
     require(not kw, f"arguments {sorted(kw)}")
-    for bound in (lo, hi):
-        require(bound is None or isinstance(bound, (int, float)), "tensor bounds")
+    if isinstance(lo, (Node, np.ndarray)) or isinstance(hi, (Node, np.ndarray)):  # clamp.Tensor
+        y = x if lo is None else im.op("maximum", x, im.cast(lo, dtype_of(x)))
+        return y if hi is None else im.op("minimum", y, im.cast(hi, dtype_of(x)))
     return im.op("clip", x, a_min=None if lo is None else float(lo),
                  a_max=None if hi is None else float(hi))
 
@@ -527,6 +591,28 @@ def _native_layer_norm(im: _Importer, x: Value, shape: Sequence[int], weight: Va
     return (_layer_norm_value(im, x, shape, weight, bias, eps), None, None)
 
 
+@_converter("aten.native_group_norm")
+def _native_group_norm(im: _Importer, x: Value, weight: Value | None, bias: Value | None,
+                       n: int, channels: int, hxw: int, groups: int, eps: float) -> tuple:
+    weight = np.ones(channels, dtype_of(x)) if weight is None else weight
+    bias = np.zeros(channels, dtype_of(x)) if bias is None else bias
+    y = im.op("group_norm", x, weight, bias, num_groups=int(groups), epsilon=float(eps))
+    return (y, None, None)
+
+
+@_converter("aten._native_batch_norm_legit.no_stats", "aten._native_batch_norm_legit")
+def _batch_norm_of_batch(im: _Importer, x: Value, weight: Value | None, bias: Value | None,
+                         *args: Any) -> tuple:
+    """A batch norm with the statistics of the batch itself (over every axis but the channels;
+    instance norm is this on the batch folded into the channels)."""
+    require(len(args) == 3, "a batch norm with running statistics in training mode")
+    axes = (0, *range(2, len(shape_of(x))))
+    mean = im.op("mean", x, axis=axes)
+    centred = im.op("subtract", x, im.reshape(mean, (-1,) + (1,) * (len(axes) - 1)))
+    var = im.op("mean", im.op("multiply", centred, centred), axis=axes)
+    return (_bn(im, x, weight, bias, mean, var, args[-1]), None, None)
+
+
 @_converter("aten.softmax", "aten._softmax", "aten.log_softmax", "aten._log_softmax")
 def _softmax(im: _Importer, x: Value, dim: int, half_to_float: Any = False) -> Value:
     require(half_to_float in (False, None), "half_to_float / dtype")
@@ -597,11 +683,15 @@ for _aten, _op in {"aten.mean": "mean", "aten.sum": "sum", "aten.amax": "max",
 # -- shapes and data movement --------------------------------------------------------------------
 
 
-def _infer_shape(x: Value, shape: Sequence[int]) -> tuple[int, ...]:
-    shape = [int(d) for d in shape]
-    if -1 in shape:
-        known = math.prod(d for d in shape if d != -1)
-        shape[shape.index(-1)] = math.prod(shape_of(x)) // known
+def _infer_shape(x: Value, shape: Sequence[Any]) -> tuple[Any, ...]:
+    """A view's sizes (ints or symbolic dims) with its -1 inferred."""
+    shape = [canon(d) for d in shape]
+    infer = [k for k, d in enumerate(shape) if isinstance(d, int) and d == -1]
+    if infer:
+        size = quotient(product(shape_of(x)), product([d for k, d in enumerate(shape)
+                                                       if k != infer[0]]))
+        require(size is not None, f"a view of {shape_of(x)} as {shape}")
+        shape[infer[0]] = size
     return tuple(shape)
 
 
@@ -661,6 +751,9 @@ def _cat(im: _Importer, tensors: Sequence[Value], dim: int = 0) -> Value:
 def _slice(im: _Importer, x: Value, dim: int = 0, start: Any = None, end: Any = None,
            step: int = 1) -> Value:
     n = shape_of(x)[dim]
+    if any(is_symbolic(d) for d in (n, start, end)):
+        return im.slice_dims(x, [0 if start is None else start], [n if end is None else end],
+                             [dim % len(shape_of(x))], [step])
     start = 0 if start is None else int(start)
     end = n if end is None else min(int(end), n)
     return im.op("strided_slice", x, begin=(start,), end=(end,), strides=(int(step),),
@@ -715,9 +808,19 @@ def _expand(im: _Importer, x: Value, sizes: Sequence[int], implicit: bool = Fals
     shape = im.out_shape()
     if shape == shape_of(x):
         return x
+    if any(is_symbolic(d) for d in shape):
+        return im.op("broadcast_dims", im.as_node(x), shape=shape)
     if isinstance(x, np.ndarray):
         return np.broadcast_to(x, shape).copy()
     return im.op("broadcast_to", x, shape=shape)
+
+
+@_converter("aten.flip")
+def _flip(im: _Importer, x: Value, dims: Sequence[int]) -> Value:
+    for dim in dims:
+        n = shape_of(x)[dim]
+        x = im.op("take", x, np.arange(n - 1, -1, -1, dtype=np.int64), axis=dim % len(shape_of(x)))
+    return x
 
 
 @_converter("aten.repeat")
@@ -801,12 +904,17 @@ for _aten, _mode in {"aten.reflection_pad1d": "reflect", "aten.reflection_pad2d"
 
 
 @_converter("aten.arange")
-def _arange(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
+def _arange(im: _Importer, *args: Any, **kwargs: Any) -> Value:
     """arange(end), arange(start, end) or arange(start, end, step): start + step * i, in the
-    traced dtype and length."""
-    bounds = [a for a in args if isinstance(a, (int, float))]
+    traced dtype and length (a symbolic length: an arange op, e.g. position ids)."""
+    bounds = [a for a in args if isinstance(a, (int, float)) or is_symbolic(a)]
     start, step = (0, 1) if len(bounds) == 1 else (bounds[0], bounds[2] if len(bounds) > 2 else 1)
-    return (start + step * np.arange(im.out_shape()[0])).astype(im.out_dtype())
+    require(not is_symbolic(start) and not is_symbolic(step), "arange of a symbolic start or step")
+    (count,) = im.out_shape()
+    if is_symbolic(count):
+        return im.graph.apply("arange", im.as_node(np.array(start, im.out_dtype())),
+                              name=im.name, count=count, delta=step)
+    return (start + step * np.arange(count)).astype(im.out_dtype())
 
 
 @_converter("aten.full", "aten.full_like", "aten.zeros", "aten.zeros_like", "aten.ones",
