@@ -360,6 +360,24 @@ def test_attention_reads_repeated_keys_and_values_once():
     assert [n.shape for n in g.ops if n.op == "batch_matmul"] == [(4, 15, 7), (4, 15, 10)]
 
 
+class Counting(nn.Module):
+    """A module that updates a buffer in place: the graph computes its output alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return torch.relu(x) * 2
+
+
+def test_in_place_updates_become_functional():
+    g = check(Counting(), (3, 4))
+    assert len(g.outputs) == 1
+    check(Lambda(lambda x: x.clone().mul_(2).relu_().add_(x[0])), (3, 4))
+
+
 def test_graph_module_and_exported_program_inputs():
     module = nn.Sequential(nn.Linear(5, 3), nn.ReLU())
     x = torch.rand(2, 5)

@@ -44,7 +44,7 @@ from .importer import (
 try:
     import torch
     from torch.export import ExportedProgram
-    from torch.export.graph_signature import InputKind
+    from torch.export.graph_signature import InputKind, OutputKind
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("topi.graph.from_torch needs PyTorch: pip install -e .[torch]") from err
 
@@ -251,8 +251,11 @@ class _Importer(GraphWriter):
                     self.env[fx.name] = self._call(fx)
                 elif fx.op == "output":
                     outputs = fx.args[0] if isinstance(fx.args[0], (tuple, list)) else fx.args
-                    for out in outputs:
-                        self.graph.output(self.as_node(self._arg(out)))
+                    # a functional program returns the new values of buffers and inputs that
+                    # the module updates in place before its own outputs: only those are kept
+                    for out, spec in zip(outputs, sig.output_specs, strict=True):
+                        if spec.kind is OutputKind.USER_OUTPUT:
+                            self.graph.output(self.as_node(self._arg(out)))
                     # keys and values that attention reads unrepeated leave their copies dead
                     self.graph = remove_dead_nodes(self.graph)
                 else:
@@ -279,7 +282,7 @@ class _Importer(GraphWriter):
         bounds = {}
         for symbol, vr in self.program.range_constraints.items():
             name = self.dim_names.get(str(symbol), str(symbol))
-            if vr.upper.is_integer and name in free_vars(
+            if vr.upper.is_Integer and name in free_vars(
                     [d for n in self.graph.inputs for d in n.shape]):
                 bounds[name] = (max(int(vr.lower), 1), int(vr.upper))
         return bounds
