@@ -17,6 +17,7 @@ from torch import nn
 
 from topi.graph.importer import UnsupportedError
 from topi.graph.ops import registered_ops
+from topi.symbolic import dim_var
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -168,13 +169,20 @@ def test_errors():
     with pytest.raises(UnsupportedError, match=r"output 1 of aten.max_pool2d_with_indices"):
         pool = nn.MaxPool2d(2, return_indices=True)
         tg.from_torch(Lambda(lambda x: pool(x)[1].float()), (torch.rand(1, 1, 4, 4),))
-    with pytest.raises(NotImplementedError, match="symbolic dims"):
-        tg.from_torch(nn.ReLU(), (torch.rand(3, 4),),
-                      dynamic_shapes=({0: torch.export.Dim("n")},))
-    program = torch.export.export(nn.ReLU(), (torch.rand(3, 4),),
-                                  dynamic_shapes=({0: torch.export.Dim("n")},))
-    with pytest.raises(NotImplementedError, match="input 'input' has symbolic dims"):
-        tg.from_torch(program, (torch.rand(3, 4),))
+
+
+def test_symbolic_dims_named_after_the_dims():
+    """Dims stay symbolic (the model's own symbol names when no Dims are given) and their max
+    becomes the graph's bounds."""
+    n = torch.export.Dim("n", max=9)
+    g = tg.from_torch(nn.ReLU(), (torch.rand(3, 4),), dynamic_shapes=({0: n},))
+    assert g.inputs[0].shape == (dim_var("n"), 4) and g.bounds == {"n": (1, 9)}
+    program = torch.export.export(nn.ReLU(), (torch.rand(3, 4),), dynamic_shapes=({0: n},))
+    g = tg.from_torch(program, ())
+    assert g.inputs[0].symbolic and g.inputs[0].shape[0].name != "n"
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype("float32")
+    (out,) = tg.build(g)(input=x)
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
 
 
 def test_every_unsupported_op_is_reported_at_once():
@@ -328,6 +336,9 @@ def sdpa_inputs(heads: int, kv_heads: int, length: int = 5, keys: int = 7,
 @pytest.mark.parametrize("kwargs", [
     {}, {"scale": 0.3}, {"is_causal": True},
     {"attn_mask": torch.rand(5, 7) > 0.3},
+    {"attn_mask": torch.arange(7) < torch.tensor([[0], [3], [0], [7], [1]])},
+    {"attn_mask": torch.where(torch.arange(7) < torch.tensor([[2], [0], [7], [0], [1]]), 0.5,
+                              -torch.inf)},
     {"attn_mask": torch.randn(2, 1, 5, 7)},
     {"attn_mask": torch.randn(4, 5, 7), "enable_gqa": True},
     {"attn_mask": torch.rand(2, 1, 1, 7) > 0.5, "enable_gqa": True, "scale": 0.5},

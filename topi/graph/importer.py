@@ -175,7 +175,8 @@ class GraphWriter:
         group are folded into the rows, (B * Hkv, G * L, D), so keys and values are read once per
         key/value head, never repeated per query head. `mask` broadcasts against (..., Hq, L, S):
         a bool mask says where to attend, a float mask is added to the scores; `is_causal` attends
-        to the keys up to the query's own position (aligned top-left, as PyTorch's).
+        to the keys up to the query's own position (aligned top-left, as PyTorch's). A query that
+        a mask known now lets attend to no key gets zeros, as in PyTorch.
         """
         sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
         if len(sq) < 3 or len(sk) != len(sq) or len(sv) != len(sq):
@@ -196,6 +197,14 @@ class GraphWriter:
             if mask is not None:
                 raise UnsupportedError("attention with both a mask and is_causal")
             mask = np.tril(np.ones((length, keys), bool))
+        keep = None
+        if isinstance(mask, np.ndarray):  # rows that attend to nothing give zeros (PyTorch's)
+            attends = mask if mask.dtype == bool else ~np.isneginf(mask)
+            dead = ~attends.any(axis=-1, keepdims=True)
+            if dead.any():
+                mask = np.where(dead, np.zeros((), mask.dtype) if mask.dtype != bool else True,
+                                mask)
+                keep = (~dead).astype(dtype)
         if mask is not None:
             mask = self._additive_mask(mask, dtype)
             sm = shape_of(mask)
@@ -212,7 +221,8 @@ class GraphWriter:
                                   (batch * kv_heads, group * length, keys))
         probs = self.op("softmax", scores, axis=-1)
         out = self.matmul(probs, self.reshape(v, (batch * kv_heads, keys, out_depth)))
-        return self.reshape(out, (*lead, heads, length, out_depth))
+        out = self.reshape(out, (*lead, heads, length, out_depth))
+        return out if keep is None else self.op("multiply", out, keep)
 
     def _additive_mask(self, mask: Value, dtype: str) -> Value:
         """An attention mask as values to add to the scores: a bool mask's False becomes the
