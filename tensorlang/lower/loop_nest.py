@@ -469,7 +469,7 @@ class LoopNestBuilder:
         values = {iv.var: v for iv, v in self.root_values[stage].items()}
         ins = []
         for placeholder in t.intrin.inputs:
-            tensor, base = t.reads[placeholder]
+            tensor, base = self._through_copies(*t.reads[placeholder])
             if self.schedule[tensor.op].attach is AttachKind.INLINE:
                 raise ScheduleError(f"{what}: it reads {tensor.name}, which is inlined; a "
                                     "tensor intrinsic reads memory")
@@ -490,6 +490,19 @@ class LoopNestBuilder:
             raise ScheduleError(f"{what}: the tensorized loops reach past the tensor's edge (a "
                                 "split that does not divide); split by a divisor")
         return self._guarded(stmt, guards)
+
+    def _through_copies(self, tensor: Tensor, indices: Sequence[Expr]
+                        ) -> tuple[Tensor, Sequence[Expr]]:
+        """The tensor a tensorized read reads in memory: through inlined stages that only copy
+        another tensor element for element (a weight the graph packed beforehand)."""
+        while self.schedule[tensor.op].attach is AttachKind.INLINE:
+            op = tensor.op
+            body = op.body[tensor.value_index] if isinstance(op, ComputeOp) else None
+            if not (isinstance(body, TensorRead) and len(body.indices) == len(op.axis) and all(
+                    i is iv.var for i, iv in zip(body.indices, op.axis))):
+                break
+            tensor = body.tensor
+        return tensor, indices
 
     def _extern_nest(self, stage: Stage) -> Stmt:
         """The loop IR an extern stage's `fcompute` writes, on whole-buffer regions."""

@@ -69,7 +69,7 @@ def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, di
         return tl.if_then_else((oc < k) & (ic < c), value, tl.const(0, "int8"))
 
     kernel_vec = tl.compute((oc_chunks, ic_chunks, r, s, ic_bn // GROUP, oc_bn, GROUP),
-                            pack_kernel, name="kernel_vec", tag="injective,int8_kernel_pack")
+                            pack_kernel, name="kernel_vec", tag="injective,kernel_pack")
     ico = tl.reduce_axis((0, ic_chunks), name="ico")
     ky = tl.reduce_axis((0, r), name="ky")
     kx = tl.reduce_axis((0, s), name="kx")
@@ -86,13 +86,14 @@ def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, di
                             data_zero_point)})
     if data_zero_point:
         # (x - zp) * w summed = x * w summed - zp * (sum of w over ic, kh, kw) per channel.
-        rc = tl.reduce_axis((0, c), name="rc")
-        ry = tl.reduce_axis((0, r), name="ry")
-        rx = tl.reduce_axis((0, s), name="rx")
-        kernel_sum = tl.compute((k,), lambda o: tl.sum(kernel[o, rc, ry, rx].astype("int32"),
-                                                       axis=[rc, ry, rx]), name="kernel_sum")
+        # Summed from the blocked kernel (zeros where padded), which a graph packs beforehand.
+        axes = [tl.reduce_axis((0, extent), name=f"r{i}") for i, extent in
+                enumerate((ic_chunks, r, s, ic_bn // GROUP, GROUP))]
+        kernel_sum = tl.compute((k,), lambda o: tl.sum(kernel_vec[
+            o // oc_bn, axes[0], axes[1], axes[2], axes[3], o % oc_bn, axes[4]].astype("int32"),
+            axis=axes), name="kernel_sum")
         return tl.compute((n, k, g.out_h, g.out_w), lambda b, o, y, x: conv[
             b, o // oc_bn, y, x, o % oc_bn] - kernel_sum[o] * data_zero_point,
-            name="conv2d_int8_out", tag="injective,int8_unpack")
+            name="conv2d_int8_out", tag="injective")
     return tl.compute((n, k, g.out_h, g.out_w), lambda b, o, y, x: conv[
-        b, o // oc_bn, y, x, o % oc_bn], name="conv2d_int8_out", tag="injective,int8_unpack")
+        b, o // oc_bn, y, x, o % oc_bn], name="conv2d_int8_out", tag="injective")

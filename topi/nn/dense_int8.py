@@ -25,7 +25,7 @@ BF16_GROUP = 2
 TAG = "dense_int8"
 BF16_TAG = "dense_bf16"
 #: The tags of the blocked weight copy and of the data padded along K.
-PACK_TAG = "injective,vnni_pack"
+PACK_TAG = "injective,kernel_pack"  # the graph pre-packs constant weights by this tag
 PAD_TAG = "injective,int8_pad"
 
 

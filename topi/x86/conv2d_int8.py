@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import autotune
 import tensorlang as tl
+from tensorlang.schedule import AttachKind
 
 from ..nn.conv2d_int8 import TAG, conv2d_nchw_int8
 from .common import fuse_parallel, static_extent
@@ -53,7 +54,8 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     d = s[data_vec]
     b, ico, y, *_ = d.op.axis
     fuse_parallel(s, data_vec, [b, ico, y])
-    s[kernel_vec].parallel(s[kernel_vec].op.axis[0])
+    if s[kernel_vec].attach is not AttachKind.INLINE:  # inlined: pre-packed by the graph
+        s[kernel_vec].parallel(s[kernel_vec].op.axis[0])
     for t in out.op.input_tensors:
         if getattr(t.op, "name", "") == "kernel_sum":
             s[t].compute_root()
@@ -80,9 +82,10 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     g.unroll(gx)
 
     o = s[out]
-    if out.op is not conv.op:
+    if out.op is not conv.op:  # NCHW, with the epilogue
         ob, oc, oy, ox = o.op.axis
         fuse_parallel(s, out, [ob, oc])
+
 
 
 def schedule_conv2d_nchw_int8(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
