@@ -12,7 +12,10 @@ reported (> 1: the first named is faster):
 - int8/ort MatMulInteger: the same int8 dense against onnxruntime's MatMulInteger (uint8 x int8
   -> int32, the weight a constant that onnxruntime prepacks);
 - int8/ort QLinearMatMul: our int8 dense with a requantizing epilogue to uint8
-  (`topi.nn.qnn.requantize`) against onnxruntime's QLinearMatMul.
+  (`topi.nn.qnn.requantize`) against onnxruntime's QLinearMatMul;
+- conv rows: our int8 conv2d (`topi.nn.conv2d_nchw_int8`, requantized to uint8, the kernel
+  blocked inside the call) against our float32 conv2d, and against onnxruntime's QLinearConv
+  (int8/ort QLinear).
 
     python benchmarks/bench_int8.py
     python benchmarks/bench_int8.py --shapes 1024x1024x1024 --targets llvm,"llvm -mcpu=haswell"
@@ -31,6 +34,8 @@ from tensorlang.benchmark import compare
 from topi.x86.tensor_intrin import has_bf16_dot, int8_dot_kind
 
 SHAPES = ("1024x1024x1024", "128x768x3072", "512x512x2048")
+#: Convolutions as CxHxW-K-R (batch 1, stride 1, padding R // 2): ResNet's 3x3 layers.
+CONVS = ("64x56x56-64-3", "128x28x28-128-3", "256x14x14-256-3")
 
 
 def _build_dense(m: int, n: int, k: int, data_dtype: str, weight_dtype: str, target: str,
@@ -117,8 +122,71 @@ def bench(shape: str, target: str, args: argparse.Namespace) -> dict:
     return row
 
 
+def _conv_session(c: int, h: int, w: int, k: int, r: int, kernel: np.ndarray, threads: int):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(kernel, "W")]
+    for name, value in (("x_scale", np.float32(0.02)), ("x_zp", np.uint8(0)),
+                        ("w_scale", np.float32(0.01)), ("w_zp", np.int8(0)),
+                        ("y_scale", np.float32(0.5)), ("y_zp", np.uint8(128))):
+        inits.append(numpy_helper.from_array(np.array(value), name))
+    node = helper.make_node("QLinearConv", ["X", "x_scale", "x_zp", "W", "w_scale", "w_zp",
+                                            "y_scale", "y_zp"], ["Y"], pads=[r // 2] * 4)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("X", TensorProto.UINT8, [1, c, h, w])],
+        [helper.make_tensor_value_info("Y", TensorProto.UINT8, [1, k, h, w])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def bench_conv(spec: str, target: str, args: argparse.Namespace) -> dict:
+    """int8 conv2d (`topi.nn.conv2d_nchw_int8`, requantized to uint8 for onnxruntime's
+    QLinearConv) against our float32 conv2d and QLinearConv."""
+    chw, k, r = spec.split("-")
+    c, h, w = (int(v) for v in chw.split("x"))
+    k, r = int(k), int(r)
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (1, c, h, w)).astype("uint8")
+    wt = rng.integers(-128, 128, (k, c, r, r)).astype("int8")
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tl.placeholder(a.shape, "uint8", name="data")
+        kernel = tl.placeholder(wt.shape, "int8", name="kernel")
+        acc = topi.nn.conv2d_nchw_int8(data, kernel, 1, r // 2, 1)
+        q = topi.nn.qnn.requantize(acc, 0.02 * 0.01, 0, 0.5, 128, out_dtype="uint8")
+        int8 = tl.build(topi.x86.schedule_conv2d_nchw_int8(q), [data, kernel, q], target=target)
+        df = tl.placeholder(a.shape, "float32", name="data")
+        kf = tl.placeholder(wt.shape, "float32", name="kernel")
+        of = topi.nn.conv2d_nchw(df, kf, 1, r // 2, 1)
+        fp32 = tl.build(topi.x86.schedule_conv2d_nchw(of), [df, kf, of], target=target)
+    out = np.zeros((1, k, h, w), "uint8")
+    af, wf, off = a.astype("float32"), wt.astype("float32"), np.zeros((1, k, h, w), "float32")
+    row = {"shape": f"conv {spec}", "target": target,
+           "int8 kind": int8_dot_kind(tl.Target(target))}
+    row["int8/fp32"] = compare(lambda: int8(a, wt, out), lambda: fp32(af, wf, off),
+                               repeat=args.rounds).speedup
+    if args.ort and target == "llvm":
+        session = _conv_session(c, h, w, k, r, wt, args.threads)
+        int8(a, wt, out)
+        theirs = session.run(None, {"X": a})[0]
+        row["QLinear max diff"] = int(np.abs(out.astype(int) - theirs.astype(int)).max())
+        row["int8/ort QLinear"] = compare(lambda: int8(a, wt, out),
+                                          lambda: session.run(None, {"X": a}),
+                                          repeat=args.rounds).speedup
+    return row
+
+
 COLUMNS = ["shape", "target", "int8 kind", "exact", "int8/fp32", "bf16/fp32",
-           "int8/ort MatMulInteger", "int8/ort QLinearMatMul", "QLinear max diff"]
+           "int8/ort MatMulInteger", "int8/ort QLinearMatMul", "int8/ort QLinear",
+           "QLinear max diff"]
 
 
 def _table(rows: list[dict]) -> str:
@@ -142,6 +210,7 @@ def _flags() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--convs", default=",".join(CONVS), help="'' for none")
     parser.add_argument("--targets", default="llvm,llvm -mcpu=haswell")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
@@ -150,6 +219,8 @@ def main() -> None:
     tl.set_num_threads(args.threads)
     rows = [bench(shape, target, args) for shape in args.shapes.split(",")
             for target in args.targets.split(",")]
+    rows += [bench_conv(spec, target, args) for spec in filter(None, args.convs.split(","))
+             for target in args.targets.split(",")]
     print(f"\n{tl.Target('llvm')} ({_flags()}), {args.threads} threads; ratios: the first "
           "named's speed over the second's (> 1: faster)")
     print(_table(rows))
