@@ -188,15 +188,9 @@ def pack_group_conv2d_kernel(weight: np.ndarray, groups: int, block: int) -> np.
     return packed
 
 
-def group_conv2d_NCHWc(
-    data: tl.Tensor,
-    kernel: tl.Tensor,
-    stride: int | tuple[int, int],
-    padding: PaddingLike,
-    dilation: int | tuple[int, int],
-    groups: int,
-    out_dtype: str | None = None,
-) -> tl.Tensor:
+def group_conv2d_NCHWc(data: tl.Tensor, kernel: tl.Tensor, stride: int | tuple[int, int],
+                       padding: PaddingLike, dilation: int | tuple[int, int], groups: int,
+                       out_dtype: str | None = None) -> tl.Tensor:
     """Grouped 2-D convolution: data (N, C/bi, H, W, bi) or (N, C, H, W), kernel
     (K/bo, W, R, S, bo) (`pack_group_conv2d_kernel`) -> (N, K/bo, OH, OW, bo).
 
