@@ -54,8 +54,8 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     d = s[data_vec]
     b, ico, y, *_ = d.op.axis
     fuse_parallel(s, data_vec, [b, ico, y])
-    if s[kernel_vec].attach is not AttachKind.INLINE:  # inlined: pre-packed by the graph
-        s[kernel_vec].parallel(s[kernel_vec].op.axis[0])
+    if isinstance(kernel_vec.op, tl.ComputeOp) and s[kernel_vec].attach is not AttachKind.INLINE:
+        s[kernel_vec].parallel(s[kernel_vec].op.axis[0])  # else packed beforehand (a graph's)
     for t in out.op.input_tensors:
         if getattr(t.op, "name", "") == "kernel_sum":
             s[t].compute_root()
@@ -75,7 +75,7 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     g = s[local]
     gb, goc, gy, gx, goci = g.op.axis
     ico, ky, kx, icf, ics = g.op.reduce_axis
-    g.reorder(gb, gy, ico, ky, kx, icf, goc, gx, goci, ics)
+    g.reorder(gb, gy, ico, ky, kx, icf, gx, goc, goci, ics)
     g.vectorize(goci)  # the accumulators' zero fill (the update is the intrinsic)
     g.tensorize(goci, dot_int8(lanes))
     g.unroll(goc)
