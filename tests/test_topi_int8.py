@@ -293,3 +293,13 @@ def test_conv2d_int8_template_configs_are_exact():
         outs.append(out)
     for out in outs[1:]:
         np.testing.assert_array_equal(out, outs[0])
+
+
+def test_qnn_quantize_rounds_ties_to_even():
+    from topi.nn import qnn
+
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, np.nextafter(np.float32(0.5), 0), 3.49, 1e9,
+                  -1e9], "float32")
+    xt = tl.placeholder(x.shape, "float32", name="x")
+    q = _run(qnn.quantize(xt, 1.0, 0, axis=0, out_dtype="int8"), [xt], [x])
+    np.testing.assert_array_equal(q, [0, 2, 2, 0, -2, -2, 0, 3, 127, -128])
