@@ -82,9 +82,10 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     g.unroll(gx)
 
     o = s[out]
-    if out.op is not conv.op:  # NCHW, with the epilogue
+    if out.op is not conv.op:  # NCHW, with the epilogue: rows as vectors (gathered reads)
         ob, oc, oy, ox = o.op.axis
         fuse_parallel(s, out, [ob, oc])
+        o.vectorize(ox)
 
 
 
