@@ -125,3 +125,40 @@ def test_hand_built_graph_against_reference():
     for n in (1, 3, 31, 100):
         xv = rng.standard_normal((n, 16)).astype("float32")
         np.testing.assert_allclose(m(x=xv)[0], run_reference(g, {"x": xv})[0], atol=1e-4)
+
+
+def test_from_torch_with_dims_built_once():
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    model = Encoder().eval()
+    example = tuple(torch.from_numpy(v) for v in _inputs(2, 8).values())
+    batch, seq = Dim("batch", max=4), Dim("seq", max=64)
+    g = tg.from_torch(model, example, dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    assert g.node("ids").shape == (dim_var("batch"), dim_var("seq"))
+    assert g.bounds == BOUNDS  # from the Dims' max
+    m = tg.build(g)
+    compiled = STATS["compiled"]
+    for b, n in [(1, 5), (2, 7), (3, 13), (4, 64)]:
+        inputs = _inputs(b, n)
+        start = time.perf_counter()
+        (out,) = m(**inputs)
+        assert time.perf_counter() - start < 1.0, f"first call at {b}x{n}"
+        with torch.no_grad():
+            expected = model(*(torch.from_numpy(v) for v in inputs.values())).numpy()
+        np.testing.assert_allclose(out, expected, atol=2e-3, rtol=2e-3)
+    assert STATS["compiled"] == compiled  # nothing compiled at call time
+    with pytest.raises(ValueError, match=r"'ids' dim 1 \(seq\).*outside"):
+        m(**_inputs(1, 65))
+
+
+def test_what_is_not_there_yet_says_so(encoder_module, tmp_path):
+    with pytest.raises(NotImplementedError, match="symbolic dims cannot be exported"):
+        encoder_module.export_library(str(tmp_path / "encoder.so"))
+    with pytest.raises(NotImplementedError, match="tuning by size bucket"):
+        tg.tune(encoder_module.graph, 10, buckets={"seq": [16, 64]})
+
+
+def test_profile_at_a_size(encoder_module):
+    table = encoder_module.profile(2, _inputs(2, 7))
+    assert "softmax" in table and table.splitlines()[-1].startswith("total")

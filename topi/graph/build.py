@@ -118,7 +118,7 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
 def check_bounds(g: Graph, bounds: Mapping[str, Any] | None) -> dict[str, tuple[int, int]]:
     """`bounds` (or the graph's own) as var -> (low, high), checked against the graph's vars."""
     names = free_vars([d for n in g.inputs for d in n.shape])
-    given = dict(getattr(g, "bounds", None) or {})
+    given = dict(g.bounds)
     given.update(bounds or {})
     out = {}
     for var, b in given.items():
@@ -136,13 +136,11 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
                     pipeline: Sequence[tuple[str, Pass]], prepack: bool,
                     bounds: dict[str, tuple[int, int]],
                     untuned: dict[str, tuple[str, tuple]]) -> Module:
-    """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents
-    (one per bucket where the log holds per-bucket configs, see `buckets.py`)."""
-    from .buckets import bucket_kernels
+    """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents."""
     with tuning_context(log_file, tgt):
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
         packed: dict[tuple[str, int], np.ndarray] = {}
-        steps, operands, dispatch = [], [], []
+        steps, operands = [], []
         for node in optimized.ops:
             spec = kernel_spec(node, prepack)
             key = spec.key(str(tgt), compiler_version())
@@ -154,11 +152,8 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
                        for p in spec.packs}
             steps.append(Step(node.name, op_label(node), kernel, []))
             operands.append(node_operands(node, weights))
-            dispatch.append(bucket_kernels(node, spec, prepack, tgt, cache_dir) if log_file
-                            else None)
     _warn_untuned(untuned, log_file)
-    return SymbolicModule(optimized, steps, operands, bounds, tgt,
-                          dispatch if any(dispatch) else ())
+    return SymbolicModule(optimized, steps, operands, bounds, tgt)
 
 
 def _warn_untuned(untuned: dict[str, tuple[str, tuple]], log_file: Any) -> None:

@@ -175,6 +175,9 @@ class Graph:
         self._ids: set[int] = set()
         self._names: set[str] = set()
         self._counter = itertools.count()
+        #: shape variable -> (low, high) an importer found (a torch Dim's min and max): the
+        #: default bounds of `build`.
+        self.bounds: dict[str, tuple[int, int]] = {}
 
     # -- structure -----------------------------------------------------------------------------
 

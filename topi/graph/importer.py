@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
-from ..symbolic import canon, canon_shape
+from ..symbolic import canon, canon_shape, is_symbolic
 from .graph import Graph, Node
 from .ops import get_op, infer_output
 
@@ -134,6 +134,24 @@ class GraphWriter:
         """`x` reshaped (itself when the shape does not change)."""
         shape = canon_shape(shape)
         return x if shape == shape_of(x) else self.op("reshape", x, newshape=shape)
+
+    def slice_dims(self, x: Value, starts: list, ends: list, axes: list, steps: list) -> Value:
+        """A slice with symbolic bounds (steps of 1): a position table cut to the sequence length,
+        or a whole symbolic axis."""
+        require(all(s == 1 for s in steps), "a slice of symbolic bounds with steps other than 1")
+        shape = shape_of(x)
+        begins, sizes = [], []
+        for a, b, e in zip(axes, starts, ends):
+            n = shape[a]
+            require(isinstance(b, int) and 0 <= b, f"a slice of axis {a} starting at {b}")
+            if isinstance(e, int) and (e >= 2**31 - 1 or (not is_symbolic(n) and e >= n)):
+                e = n  # to the end
+            size = canon(e - b) if b else e
+            require(not isinstance(size, int) or size >= 1, f"an empty slice {b}:{e}")
+            begins.append(b)
+            sizes.append(size)
+        return self.op("slice_dims", self.as_node(x), axes=tuple(axes), begin=tuple(begins),
+                       size=tuple(sizes))
 
     def dense_rows(self, x: Value, weight: Value) -> Value:
         """x (..., K) times weight (N, K) transposed: the leading axes fold into the rows of one

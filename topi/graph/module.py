@@ -103,22 +103,7 @@ class Module(ModelBase):
         the ops each call computes (a fused kernel is named after its last op: its op column
         says whether it is a lone add or a convolution with the add fused in)."""
         self._execute(check_inputs(self.inputs, inputs or random_inputs(self.inputs)))
-        seconds = [0.0] * len(self._calls)
-        for _ in range(number):
-            for k, (fn, argv, checked) in enumerate(self._calls):
-                start = time.perf_counter()
-                fn(*argv) if checked is not None else fn(argv)
-                seconds[k] += time.perf_counter() - start
-        total = sum(seconds)
-        rows = sorted(zip(seconds, self.steps), key=lambda r: -r[0])
-        name_width = max([40, *(len(s.name) + 1 for s in self.steps)])
-        op_width = max([24, *(len(s.op) + 1 for s in self.steps)])
-        lines = [f"{'kernel call':<{name_width}} {'ops':<{op_width}} {'ms':>9} {'share':>6}"]
-        for t, step in rows:
-            lines.append(f"{step.name:<{name_width}} {step.op:<{op_width}} "
-                         f"{t / number * 1e3:>9.3f} {t / total:>6.1%}")
-        lines.append(f"{'total':<{name_width}} {'':<{op_width}} {total / number * 1e3:>9.3f}")
-        return "\n".join(lines)
+        return profile_calls(self._calls, self.steps, number)
 
     def arena_offset(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the arena, or None for an array of its own (a weight)."""
@@ -137,3 +122,25 @@ class Module(ModelBase):
         return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
                 f"{self.kernels} distinct kernels, arena {self.plan.arena_bytes / 2**20:.2f} MiB, "
                 f"target {self.target}")
+
+
+def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],
+                  number: int) -> str:
+    """The profile table of kernel calls (fn, arguments, checked: None for a packed call) run
+    `number` times, slowest first."""
+    seconds = [0.0] * len(calls)
+    for _ in range(number):
+        for k, (fn, argv, checked) in enumerate(calls):
+            start = time.perf_counter()
+            fn(*argv) if checked is not None else fn(argv)
+            seconds[k] += time.perf_counter() - start
+    total = sum(seconds)
+    rows = sorted(zip(seconds, steps), key=lambda r: -r[0])
+    name_width = max([40, *(len(s.name) + 1 for s in steps)])
+    op_width = max([24, *(len(s.op) + 1 for s in steps)])
+    lines = [f"{'kernel call':<{name_width}} {'ops':<{op_width}} {'ms':>9} {'share':>6}"]
+    for t, step in rows:
+        lines.append(f"{step.name:<{name_width}} {step.op:<{op_width}} "
+                     f"{t / number * 1e3:>9.3f} {t / total:>6.1%}")
+    lines.append(f"{'total':<{name_width}} {'':<{op_width}} {total / number * 1e3:>9.3f}")
+    return "\n".join(lines)

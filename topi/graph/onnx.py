@@ -779,7 +779,7 @@ def _slice(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     axes = [a % len(shape_of(x)) for a in axes]
     if any(is_symbolic(d) for d in (*starts, *ends, *(shape_of(x)[a] for a in axes))) and \
             not (isinstance(x, np.ndarray) and x.dtype == object):
-        return [_slice_dims(im, x, starts, ends, axes, steps)]
+        return [im.slice_dims(x, starts, ends, axes, steps)]
     if isinstance(x, np.ndarray):  # folded with numpy, which allows the empty slices of shapes
         return [x[_index(shape_of(x), starts, ends, axes, steps)]]
     return [im.op("strided_slice", x, begin=tuple(starts), end=tuple(ends),
@@ -798,25 +798,6 @@ def _index(shape: Sequence[int], starts: list[int], ends: list[int], axes: list[
         start, end = min(max(start, low), high), min(max(end, low), high)
         index[axis] = slice(start, None if end < 0 else end, step)
     return tuple(index)
-
-
-def _slice_dims(im: _Importer, x: Value, starts: list, ends: list, axes: list,
-                steps: list) -> Value:
-    """Slice with symbolic bounds (steps of 1): a position table cut to the sequence length,
-    or a whole symbolic axis."""
-    require(all(s == 1 for s in steps), "a slice of symbolic bounds with steps other than 1")
-    shape = shape_of(x)
-    begins, sizes = [], []
-    for a, b, e in zip(axes, starts, ends):
-        n = shape[a]
-        require(isinstance(b, int) and 0 <= b, f"a slice of axis {a} starting at {b}")
-        if isinstance(e, int) and (e >= 2**31 - 1 or (not is_symbolic(n) and e >= n)):
-            e = n  # to the end
-        size = canon(e - b) if b else e
-        require(not isinstance(size, int) or size >= 1, f"an empty slice {b}:{e}")
-        begins.append(b)
-        sizes.append(size)
-    return im.op("slice_dims", x, axes=tuple(axes), begin=tuple(begins), size=tuple(sizes))
 
 
 def broadcast_dims(a: Sequence, b: Sequence) -> tuple:

@@ -22,7 +22,7 @@ from tensorlang.runtime.threadpool import native
 from ..symbolic import dim_str, evaluate, evaluate_shape, free_vars
 from .graph import Graph, Node, NodeKind
 from .model_io import ModelBase, TensorInfo, check_inputs, random_inputs
-from .module import Step, _address
+from .module import Step, _address, profile_calls
 from .passes import MemoryPlan, plan_memory
 
 #: How many sizes keep their prepared calls.
@@ -53,8 +53,7 @@ class SymbolicModule(ModelBase):
     """
 
     def __init__(self, graph: Graph, steps: list[Step], operands: list[list[Any]],
-                 bounds: Mapping[str, tuple[int, int]], target: Any,
-                 dispatch: Sequence[tuple[str, Sequence[int], list[Any]]] = ()) -> None:
+                 bounds: Mapping[str, tuple[int, int]], target: Any) -> None:
         self.graph = graph
         self.steps = steps
         self.target = target
@@ -63,9 +62,6 @@ class SymbolicModule(ModelBase):
         self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
         self.shape_vars = free_vars([d for n in graph.inputs for d in n.shape])
         self._operands = operands
-        # Per step: None, or (var name, sorted bucket sizes, kernels) to pick the kernel of the
-        # smallest bucket >= the size (tuned per bucket).
-        self._dispatch = list(dispatch) or [None] * len(steps)
         self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
             collections.OrderedDict()
         self._arena = np.empty(0, np.uint8)
@@ -141,19 +137,15 @@ class SymbolicModule(ModelBase):
                 node.dtype).reshape(shape)
         ffi = native().ffi
         calls, keep = [], []
-        for step, operands, dispatch in zip(self.steps, self._operands, self._dispatch):
+        for step, operands in zip(self.steps, self._operands):
             kernel = step.kernel
-            if dispatch is not None:
-                var, sizes, kernels = dispatch
-                pick = next((k for k, b in enumerate(sizes) if values[var] <= b), len(sizes) - 1)
-                kernel = kernels[pick]
             arrays = [views[o] if isinstance(o, str) else o for o in operands]
             sig = kernel.signature
             shape_values = [values[v] for v in sig.shape_vars]
             if sig.checks:
                 types = ["void *"] * len(arrays) + ["int64_t"] * len(shape_values)
                 fn = ffi.cast(f"int32_t (*)({', '.join(types)})", kernel.address)
-                args = ([ffi.cast("void *", _address(a)) for a in arrays], shape_values)
+                args = [*(ffi.cast("void *", _address(a)) for a in arrays), *shape_values]
                 calls.append((fn, args, (step, sig)))
             else:
                 argv = ffi.new("int64_t[]", [_address(a) for a in arrays] + shape_values or [0])
@@ -177,11 +169,17 @@ class SymbolicModule(ModelBase):
             if checked is None:
                 fn(argv)
             else:
-                pointers, shape_values = argv
-                status = fn(*pointers, *shape_values)
+                status = fn(*argv)
                 if status:
                     raise checked[1].index_error(status)
         return [b.copy() for b in prepared.output_buffers]
+
+    def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
+        """`Module.profile` at the size of `inputs` (default: `sample_inputs()`): the mean time
+        of each kernel call, slowest first."""
+        arrays = check_inputs(self.inputs, inputs if inputs is not None else self.sample_inputs())
+        self._execute(arrays)
+        return profile_calls(self._prepare(self.bind(arrays)).calls, self.steps, number)
 
     def sample_inputs(self, values: Mapping[str, int] | None = None,
                       seed: int = 0) -> dict[str, np.ndarray]:
@@ -202,8 +200,14 @@ class SymbolicModule(ModelBase):
         return self._execute(check_inputs(self.inputs, inputs))
 
     def export_library(self, path: str) -> None:
-        from .export_symbolic import export_symbolic
-        export_symbolic(self, path)
+        """Not available for symbolic dims yet: the exported library's C entry point and its
+        arena plan are static (`Module.export_library`); one that binds the shape variables
+        from the inputs and plans the arena per size is missing."""
+        raise NotImplementedError(
+            "export_library: a model with symbolic dims cannot be exported yet (the library's "
+            "entry point takes static shapes: binding the shape variables and planning the arena "
+            "per call are missing); build with static shapes (from_onnx(..., shapes=...)) to "
+            "export")
 
     def __str__(self) -> str:
         ins = ", ".join(str(i) for i in self.inputs)

@@ -1,6 +1,7 @@
 """The PyTorch frontend: an `nn.Module` captured with `torch.export` as a `Graph` of topi ops.
 
-`torch.export` traces the module on example inputs into ATen ops with static shapes, and
+`torch.export` traces the module on example inputs into ATen ops (with symbolic dims where
+`dynamic_shapes` names `Dim`s: they stay shape variables of the graph, see `from_torch`), and
 `run_decompositions` makes them one functional op set, core ATen (no in-place or view ops), with
 `scaled_dot_product_attention` kept whole. Each ATen op becomes graph ops through a table of small
 converters (the frontend only translates: numerics live in topi). Parameters, buffers, lifted

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -189,7 +189,8 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
          measure_option: Any = None, early_stopping: int | None = None,
          seed: int | None = None, progress: bool = True,
          stream: TextIO | None = None, remeasure_top: int = REMEASURE_TOP,
-         remeasure_rounds: int = REMEASURE_ROUNDS) -> TuneResult:
+         remeasure_rounds: int = REMEASURE_ROUNDS,
+         buckets: Mapping[str, Sequence[int]] | None = None) -> TuneResult:
     """Tune the tasks of `g` with one budget of `trials` measurements in all.
 
     Args:
@@ -208,10 +209,17 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         remeasure_top, remeasure_rounds: at the end, each task tuned in this run re-measures
             its fallback, its previous verdict's winner and its `remeasure_top` fastest configs
             `remeasure_rounds` times, round-robin (no trials of the budget); 0 turns it off.
+        buckets: tuning by size bucket for symbolic dims; not implemented yet.
 
     Raises:
         ValueError: a non-positive budget or round size.
+        NotImplementedError: `buckets` given.
     """
+    if buckets is not None:
+        raise NotImplementedError(
+            "tune: tuning by size bucket (buckets=) is not implemented yet: tasks per bucket, "
+            "one kernel per bucket in build and the module's dispatch on the actual size are "
+            "missing; tune the graph at a static size (from_onnx(..., shapes=...)) instead")
     if trials < 0 or per_round < 1:
         raise ValueError(f"tune: trials must be >= 0 and per_round >= 1, got {trials}, "
                          f"{per_round}")
