@@ -58,7 +58,10 @@ def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, di
         inside = (ch < c) & (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
         value = data[b, tl.minimum(ch, c - 1), tl.minimum(tl.maximum(yy, 0), h - 1),
                      tl.minimum(tl.maximum(xx, 0), w - 1)]
-        return tl.if_then_else(inside, value, tl.if_then_else(ch < c, zp, tl.const(0, "uint8")))
+        # Arithmetic, not a select: a select whose side reads memory branches per element.
+        fill = tl.if_then_else(ch < c, zp, tl.const(0, "uint8"))
+        keep = inside.astype("uint8")
+        return value * keep + fill * (tl.const(1, "uint8") - keep)
 
     data_vec = tl.compute((n, ic_chunks, hp, wp, ic_bn), pack_data, name="data_vec",
                           tag="injective,int8_data_pack")

@@ -52,8 +52,9 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     tile_ow, tile_oc = cfg["tile_ow"].val, cfg["tile_oc"].val
 
     d = s[data_vec]
-    b, ico, y, *_ = d.op.axis
+    b, ico, y, _, ici = d.op.axis
     fuse_parallel(s, data_vec, [b, ico, y])
+    d.unroll(ici)
     if isinstance(kernel_vec.op, tl.ComputeOp) and s[kernel_vec].attach is not AttachKind.INLINE:
         s[kernel_vec].parallel(s[kernel_vec].op.axis[0])  # else packed beforehand (a graph's)
     for t in out.op.input_tensors:
