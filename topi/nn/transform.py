@@ -105,11 +105,15 @@ def _pad_by_index(data: tl.Tensor, shape: tuple, pad_before: Sequence[int],
 
 
 def _unravel(flat: Expr, shape: Sequence) -> list[Expr]:
+    """The index into `shape` of the row-major position `flat` (< its size: the outermost
+    index needs no modulo, which matters where the sizes are symbolic)."""
+    if not shape:
+        return []
     index = []
-    for dim in reversed(shape):
+    for dim in reversed(shape[1:]):
         index.append(flat % dim)
         flat = flat // dim
-    return list(reversed(index))
+    return [flat, *reversed(index)]
 
 
 def reshape(data: tl.Tensor, newshape: Sequence[int]) -> tl.Tensor:
@@ -162,13 +166,43 @@ def _symbolic_reshape(data: tl.Tensor, newshape: Sequence) -> tl.Tensor:
     if product(shape) is not size and product(shape) != size:
         raise ValueError(f"reshape: {tuple(dims)} cannot become {tuple(shape)}")
 
+    groups = _axis_groups(dims, shape)
+
     def f(*i: Expr) -> Expr:
-        flat: Expr = tl.const(0)
-        for v, d in zip(i, shape):
-            flat = flat * d + v
-        return data[tuple(_unravel(flat, dims))]
+        index: list[Expr] = []
+        for (a, b), (c, d) in groups:
+            flat: Expr = tl.const(0)
+            for v, n in zip(i[c:d], shape[c:d]):
+                flat = flat * n + v
+            index += [flat] if b - a == 1 else _unravel(flat, dims[a:b])
+        return data[tuple(index)]
 
     return tl.compute(tuple(shape), f, name="reshape", tag=INJECTIVE)
+
+
+def _axis_groups(dims: Sequence, shape: Sequence) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The axes of `dims` and of `shape` (a reshape of it) as consecutive groups of equal size,
+    each as small as it can be: ((begin, end) in dims, (begin, end) in shape) per group. A
+    reshape that splits or merges axes then divides only within a group, never by the whole
+    symbolic size (one group of everything where the sizes do not line up)."""
+    from ..symbolic import product
+
+    groups, a, c = [], 0, 0
+    while a < len(dims) and c < len(shape):
+        found = next(((p, q) for total in range(2, len(dims) - a + len(shape) - c + 1)
+                      for p in range(1, total) for q in [total - p]
+                      if a + p <= len(dims) and c + q <= len(shape) and
+                      product(dims[a:a + p]) is product(shape[c:c + q])), None)
+        if found is None:
+            return [((0, len(dims)), (0, len(shape)))]
+        groups.append(((a, a + found[0]), (c, c + found[1])))
+        a, c = a + found[0], c + found[1]
+    if a < len(dims) or c < len(shape):  # trailing axes of size 1 join the last group
+        if not groups:
+            return [((0, len(dims)), (0, len(shape)))]
+        (ga, _), (gc, _) = groups.pop()
+        groups.append(((ga, len(dims)), (gc, len(shape))))
+    return groups
 
 
 def transpose(x: tl.Tensor, axes: Sequence[int] | None = None) -> tl.Tensor:

@@ -128,7 +128,10 @@ def schedule_injective_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation,
     else:
         outer, lanes = stage.split(inner, factor=width)
         stage.vectorize(lanes)
-        outer_axes = [*axes[:-1], outer]
+        # With symbolic extents the loop of vectors stays nested inside the fused loop: fused,
+        # every vector would recover its indices with divisions by symbolic sizes.
+        symbolic = any(static_extent(a) is None for a in axes)
+        outer_axes = axes[:-1] if symbolic else [*axes[:-1], outer]
     if parallel:
         fuse_parallel(s, t, outer_axes)
 
@@ -156,18 +159,19 @@ def materialise_padding(s: tl.Schedule, padded: tl.Tensor) -> None:
 
 def schedule_reduction_stage(s: tl.Schedule, t: tl.Tensor | tl.Operation) -> None:
     """A reduction stage: parallel over the outer data axes; the innermost data axis (when it is
-    longer than 1) moves inside the reduction loops and is vectorized, so each lane accumulates
-    its own output."""
+    longer than 1, or symbolic) moves inside the reduction loops and is vectorized, so each lane
+    accumulates its own output."""
     stage = s[t]
     axes = list(stage.op.axis)
     reduce_axes = list(stage.op.reduce_axis)
     inner_pos = max((k for k, a in enumerate(axes) if static_extent(a) != 1), default=None)
-    if inner_pos is None or static_extent(axes[inner_pos]) is None:
+    if inner_pos is None:
         fuse_parallel(s, t, axes)
         return
     inner = axes[inner_pos]
     width = vector_lanes(stage.op.output(0).dtype)
-    if static_extent(inner) <= width:  # type: ignore[operator]
+    extent = static_extent(inner)
+    if extent is not None and extent <= width:
         outer_axes, lanes = axes[:inner_pos], inner
     else:
         outer, lanes = stage.split(inner, factor=width)
