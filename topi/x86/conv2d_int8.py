@@ -85,7 +85,12 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     o = s[out]
     if out.op is not conv.op:  # NCHW, with the epilogue: rows as vectors (gathered reads)
         ob, oc, oy, ox = o.op.axis
-        fuse_parallel(s, out, [ob, oc])
+        # The channels of one block together: their rows gather from the same cache lines of
+        # the blocked product (one channel at a time re-read each line 16 times: 64 -> 256
+        # channels 1x1 at 56x56 spent 2.3 of its 3.6 ms here).
+        oco, oci = o.split(oc, factor=lanes)
+        o.reorder(ob, oco, oy, oci, ox)
+        fuse_parallel(s, out, [ob, oco, oy])
         o.vectorize(ox)
 
 
