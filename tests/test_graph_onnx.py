@@ -194,6 +194,13 @@ def test_pooling(op, attrs, rng):
     check(make_model(op, x, attrs), x)
 
 
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(1, 5, 7), (2, 3, 1), (1, 2, 3, 5, 4)])
+def test_global_pooling_of_sequences_and_volumes(op, shape, rng):
+    x = {"x": rand(rng, *shape)}
+    check(make_model(op, x, {}), x)
+
+
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"])
 @pytest.mark.parametrize("opset", [13, 18])
 @pytest.mark.parametrize("axes, keepdims", [([1], 1), ([-1, 0], 0), (None, 0)])

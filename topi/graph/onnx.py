@@ -586,10 +586,16 @@ def _avg_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 @_converter("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
-    _four_d(inputs[0], "input")
-    if im.node.op_type == "GlobalAveragePool":
-        return [im.op("global_avg_pool2d", inputs[0])]
-    return [im.op("adaptive_pool2d", inputs[0], output_size=(1, 1), pool_type="max")]
+    x = inputs[0]
+    average = im.node.op_type == "GlobalAveragePool"
+    rank = len(shape_of(x))
+    require(rank >= 3, f"input of rank {rank} (N, C and at least one spatial axis)")
+    if rank == 4:  # images: the pooling ops the layout pass keeps blocked
+        if average:
+            return [im.op("global_avg_pool2d", x)]
+        return [im.op("adaptive_pool2d", x, output_size=(1, 1), pool_type="max")]
+    # Sequences (AdaptiveAvgPool1d exports) and volumes: a reduction over the spatial axes.
+    return [im.op("mean" if average else "max", x, axis=tuple(range(2, rank)), keepdims=True)]
 
 
 @_converter("BatchNormalization")

@@ -1,0 +1,134 @@
+"""Real architectures for the frontend tests: torchvision models and small transformers configs,
+random weights, no downloads.
+
+pip's torchvision wheel is built against the CUDA torch; next to the CPU torch its compiled ops
+fail to register, but its model code needs none of them. `torchvision()` imports it with the two
+modules that register those ops replaced by empty ones (a user's matching wheels need nothing).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+
+
+def torchvision() -> Any:
+    """The torchvision package, or a skip when it is not installed."""
+    pytest.importorskip("torch")
+    for name in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
+        if "torchvision" not in sys.modules:
+            sys.modules.setdefault(name, types.ModuleType(name))
+    return pytest.importorskip("torchvision")
+
+
+def _seeded(build: Any) -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return build().eval()
+
+
+def _image(size: int) -> tuple:
+    import torch
+
+    return (torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1)),)
+
+
+def _ids(length: int = 13, vocab: int = 97) -> tuple:
+    import torch
+
+    return (torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(1)),)
+
+
+def _vision() -> dict[str, Any]:
+    tv = torchvision()
+    m = tv.models
+    from torchvision.models import convnext, efficientnet, regnet, swin_transformer
+
+    def regnet_params(se: float | None) -> Any:
+        return regnet.BlockParams.from_init_params(depth=4, w_0=16, w_a=8.0, w_m=2.0,
+                                                   group_width=8, se_ratio=se)
+
+    def efficientnet_b0() -> Any:
+        setting, last = efficientnet._efficientnet_conf("efficientnet_b0", width_mult=0.5,
+                                                         depth_mult=0.3)
+        return efficientnet.EfficientNet(setting, 0.2, last_channel=last)
+
+    def swin(v2: bool) -> Any:
+        extra = dict(block=swin_transformer.SwinTransformerBlockV2,
+                     downsample_layer=swin_transformer.PatchMergingV2) if v2 else {}
+        return swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                                                num_heads=[2, 4], window_size=[4, 4], **extra)
+
+    return {
+        "resnet50": (lambda: m.resnet50(), 64),
+        "resnext": (lambda: m.ResNet(m.resnet.Bottleneck, [1, 1, 1, 1], groups=8,
+                                     width_per_group=4), 64),
+        "mobilenet_v3": (lambda: m.mobilenet_v3_large(width_mult=0.5), 64),
+        "efficientnet": (efficientnet_b0, 64),
+        "densenet": (lambda: m.DenseNet(growth_rate=8, block_config=(2, 2, 2, 2),
+                                        num_init_features=16, bn_size=2), 64),
+        "googlenet": (lambda: m.googlenet(aux_logits=False, init_weights=False), 64),
+        "inception_v3": (lambda: m.inception_v3(aux_logits=False, init_weights=False), 75),
+        "squeezenet": (lambda: m.squeezenet1_1(), 64),
+        "shufflenet": (lambda: m.ShuffleNetV2([2, 2, 2], [16, 32, 64, 128, 256]), 64),
+        "regnet_x": (lambda: regnet.RegNet(regnet_params(None), stem_width=16), 64),
+        "regnet_y": (lambda: regnet.RegNet(regnet_params(0.25), stem_width=16), 64),
+        "mnasnet": (lambda: m.mnasnet0_5(), 64),
+        "convnext": (lambda: convnext.ConvNeXt([convnext.CNBlockConfig(16, 32, 1),
+                                                convnext.CNBlockConfig(32, None, 1)]), 64),
+        "vit": (lambda: m.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                            num_heads=2, hidden_dim=32, mlp_dim=64), 32),
+        "swin": (lambda: swin(False), 64),
+        "swin_v2": (lambda: swin(True), 64),
+        "maxvit": (lambda: m.MaxVit(input_size=(64, 64), stem_channels=16, partition_size=4,
+                                    block_channels=[16, 32], block_layers=[1, 1], head_dim=8,
+                                    stochastic_depth_prob=0.0), 64),
+        "lraspp": (lambda: m.segmentation.lraspp_mobilenet_v3_large(weights_backbone=None), 64),
+    }
+
+
+def _text() -> dict[str, Any]:
+    torchvision()  # transformers imports it when present
+    transformers = pytest.importorskip("transformers")
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64)
+    return {
+        "bert": (lambda: transformers.BertModel(transformers.BertConfig(
+            vocab_size=97, **small)), "ids"),
+        "roberta": (lambda: transformers.RobertaModel(transformers.RobertaConfig(
+            vocab_size=97, **small)), "ids"),
+        "distilbert": (lambda: transformers.DistilBertModel(transformers.DistilBertConfig(
+            vocab_size=97, dim=32, n_layers=2, n_heads=4, hidden_dim=64)), "ids"),
+        "gpt2": (lambda: transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False,
+            bos_token_id=0, eos_token_id=0)),
+                 "ids"),
+        "llama": (lambda: transformers.LlamaModel(transformers.LlamaConfig(
+            vocab_size=97, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
+            **small)), "ids"),
+        "hf_vit": (lambda: transformers.ViTModel(transformers.ViTConfig(
+            image_size=32, patch_size=8, **small)), 32),
+        "hf_swin": (lambda: transformers.SwinModel(transformers.SwinConfig(
+            image_size=32, patch_size=2, embed_dim=16, depths=[2, 2], num_heads=[2, 4],
+            window_size=4)), 32),
+        "hf_convnext": (lambda: transformers.ConvNextModel(transformers.ConvNextConfig(
+            hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)), 32),
+    }
+
+
+VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "googlenet",
+          "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
+          "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
+TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext")
+
+
+def get(name: str) -> tuple[Any, tuple]:
+    """(module in eval mode with seeded random weights, example inputs) of architecture `name`."""
+    table = _vision() if name in VISION else _text()
+    build, inputs = table[name]
+    module = _seeded(build)
+    return module, _ids() if inputs == "ids" else _image(inputs)
