@@ -24,7 +24,7 @@ import tensorlang as tl
 from .. import x86
 from .cache import compiler_version, get_kernel
 from .graph import Graph, Node, NodeKind, op_label
-from .kernel import KernelSpec, Pack, kernel_spec
+from .kernel import Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
 from .passes import PIPELINE, Pass, optimize, plan_memory
@@ -98,19 +98,9 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         if verbose:
             print(plan)
         arena, buffers = _arena_views(optimized, plan)
-        packed: dict[tuple[str, int], np.ndarray] = {}
-        steps = []
-        for node in optimized.ops:
-            spec = kernel_spec(node, prepack)
-            key = spec.key(str(tgt), compiler_version())
-            kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
-                                cache_dir)
-            if spec.config == "fallback" and spec.workload is not None:
-                untuned[repr(spec.workload)] = spec.workload
-            weights = {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
-                       for p in spec.packs}
-            steps.append(Step(node.name, op_label(node), kernel,
-                              _arguments(node, spec, weights, buffers)))
+        steps = [Step(node.name, op_label(node), kernel, _arguments(node, weights, buffers))
+                 for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack,
+                                                       untuned)]
     _warn_untuned(untuned, log_file)
     return Module(optimized, plan, steps, arena, buffers, tgt)
 
@@ -139,17 +129,8 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
     """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents."""
     with tuning_context(log_file, tgt):
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
-        packed: dict[tuple[str, int], np.ndarray] = {}
         steps, operands = [], []
-        for node in optimized.ops:
-            spec = kernel_spec(node, prepack)
-            key = spec.key(str(tgt), compiler_version())
-            kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
-                                cache_dir)
-            if spec.config == "fallback" and spec.workload is not None:
-                untuned[repr(spec.workload)] = spec.workload
-            weights = {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
-                       for p in spec.packs}
+        for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack, untuned):
             steps.append(Step(node.name, op_label(node), kernel, []))
             operands.append(node_operands(node, weights))
     _warn_untuned(untuned, log_file)
@@ -180,7 +161,24 @@ def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]
     return arena, views
 
 
-def _arguments(node: Node, spec: KernelSpec, weights: dict[int, np.ndarray],
+def _kernels(optimized: Graph, tgt: tl.Target, cache_dir: Any, prepack: bool,
+             untuned: dict[str, tuple[str, tuple]]
+             ) -> Iterator[tuple[Node, Any, dict[int, np.ndarray]]]:
+    """Each op node of `optimized` with its compiled kernel and its pre-packed weights (by input
+    index); workloads on fallback configs are noted in `untuned`."""
+    packed: dict[tuple[str, int], np.ndarray] = {}
+    for node in optimized.ops:
+        spec = kernel_spec(node, prepack)
+        key = spec.key(str(tgt), compiler_version())
+        kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
+                            cache_dir)
+        if spec.config == "fallback" and spec.workload is not None:
+            untuned[repr(spec.workload)] = spec.workload
+        yield node, kernel, {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
+                             for p in spec.packs}
+
+
+def _arguments(node: Node, weights: dict[int, np.ndarray],
                buffers: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [buffers[o] if isinstance(o, str) else o for o in node_operands(node, weights)]
 

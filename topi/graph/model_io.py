@@ -53,8 +53,9 @@ def as_array(info: TensorInfo, value: Any) -> np.ndarray:
             array = np.asarray(value)
     if str(array.dtype) != info.dtype:
         raise TypeError(f"input {info.name!r} must have dtype {info.dtype}, got {array.dtype}")
-    symbolic = not all(isinstance(d, int) for d in info.shape)  # checked by the module's bind
-    if array.shape != info.shape and not symbolic:
+    # (symbolic dims are checked by the module's bind; a tuple compare would build expressions)
+    symbolic = not all(isinstance(d, int) for d in info.shape)
+    if not symbolic and array.shape != info.shape:
         raise ValueError(f"input {info.name!r} must have shape {info.shape}, got {array.shape}")
     return array
 
@@ -70,11 +71,11 @@ def check_inputs(infos: Sequence[TensorInfo], inputs: Mapping[str, Any]) -> list
     expected = {i.name for i in infos}
     unknown = sorted(set(inputs) - expected)
     missing = [i.name for i in infos if i.name not in inputs]
-    listing = ", ".join(str(i) for i in infos)
-    if unknown:
-        raise TypeError(f"unknown model input(s) {unknown}; the model takes {listing}")
-    if missing:
-        raise TypeError(f"missing model input(s) {missing}; the model takes {listing}")
+    if unknown or missing:
+        listing = ", ".join(str(i) for i in infos)
+        what = f"unknown model input(s) {unknown}" if unknown else \
+            f"missing model input(s) {missing}"
+        raise TypeError(f"{what}; the model takes {listing}")
     return [as_array(info, inputs[info.name]) for info in infos]
 
 

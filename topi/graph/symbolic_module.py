@@ -65,6 +65,8 @@ class SymbolicModule(ModelBase):
         self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
             collections.OrderedDict()
         self._arena = np.empty(0, np.uint8)
+        #: the variables bound from input shapes already seen
+        self._bound: dict[tuple[tuple[int, ...], ...], dict[str, int]] = {}
         self.plan: MemoryPlan | None = None
 
     @property
@@ -162,7 +164,14 @@ class SymbolicModule(ModelBase):
         return prepared
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        prepared = self._prepare(self.bind(arrays))
+        shapes = tuple(a.shape for a in arrays)
+        values = self._bound.get(shapes)
+        if values is None:
+            values = self.bind(arrays)
+            if len(self._bound) >= SIZE_CACHE:
+                self._bound.clear()
+            self._bound[shapes] = values
+        prepared = self._prepare(values)
         for buffer, value in zip(prepared.input_buffers, arrays):
             np.copyto(buffer, value)
         for fn, argv, checked in prepared.calls:
