@@ -91,7 +91,8 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
         oco, oci = o.split(oc, factor=lanes)
         o.reorder(ob, oco, oy, oci, ox)
         fuse_parallel(s, out, [ob, oco, oy])
-        o.vectorize(ox)
+        _, ox_lanes = o.split(ox, factor=lanes)
+        o.vectorize(ox_lanes)
 
 
 
