@@ -125,7 +125,8 @@ def test_layer_norm():
 @pytest.mark.parametrize("fn", [
     lambda x: x.reshape(8, -1).t(), lambda x: torch.flatten(x, 1), lambda x: x.permute(2, 0, 1),
     lambda x: x.transpose(0, -1).unsqueeze(1), lambda x: x.unsqueeze(0).squeeze(0),
-    lambda x: torch.cat([x, x * 2], dim=1), lambda x: x[:, 1:4:2, -3:],
+    lambda x: torch.cat([x, x * 2], dim=1), lambda x: torch.cat([torch.zeros(0), x], dim=2),
+    lambda x: torch.cat([x, torch.zeros(0), x - 1], dim=-1), lambda x: x[:, 1:4:2, -3:],
     lambda x: x[1] + x.select(2, -1).sum(), lambda x: torch.split(x, [1, 3], dim=1)[1],
     lambda x: x.chunk(2, dim=2)[0],
     lambda x: torch.index_select(x, 1, torch.tensor([3, 0, 0])),

@@ -748,7 +748,10 @@ def _t(im: _Importer, x: Value) -> Value:
 
 @_converter("aten.cat", "aten.concat")
 def _cat(im: _Importer, tensors: Sequence[Value], dim: int = 0) -> Value:
-    return im.op("concatenate", *tensors, axis=int(dim))
+    # PyTorch skips 1-D empty tensors whatever the others' rank (an empty key/value cache).
+    kept = [t for t in tensors if shape_of(t) != (0,)]
+    require(len(kept) > 0, "cat of empty tensors only")
+    return kept[0] if len(kept) == 1 else im.op("concatenate", *kept, axis=int(dim))
 
 
 @_converter("aten.slice")
