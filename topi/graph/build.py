@@ -129,12 +129,30 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
     """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents."""
     with tuning_context(log_file, tgt):
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
-        steps, operands = [], []
+        steps, operands, serial = [], [], []
         for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack, untuned):
             steps.append(Step(node.name, op_label(node), kernel, []))
             operands.append(node_operands(node, weights))
+            serial.append(_serial_variant(node, kernel, prepack, tgt, cache_dir))
     _warn_untuned(untuned, log_file)
-    return SymbolicModule(optimized, steps, operands, bounds, tgt)
+    return SymbolicModule(optimized, steps, operands, bounds, tgt, serial)
+
+
+def _serial_variant(node: Node, kernel: Any, prepack: bool, tgt: tl.Target,
+                    cache_dir: Any) -> Any:
+    """The kernel of an untemplated op of symbolic size scheduled as for a small output (its
+    elementwise stages on the calling thread: waking the thread pool costs more than it buys
+    below the L2 size), or None (a static size or a template: one kernel serves)."""
+    spec = kernel_spec(node, prepack)
+    if not node.symbolic or spec.workload is not None:
+        return None
+
+    def make() -> tuple[tl.Schedule, Any]:
+        with x86.common.symbolic_outputs_small():
+            return spec.schedule(), spec.params
+
+    return get_kernel(hashlib.sha256(f"{kernel.key}/serial".encode()).hexdigest(), make, tgt,
+                      cache_dir)
 
 
 def _warn_untuned(untuned: dict[str, tuple[str, tuple]], log_file: Any) -> None:

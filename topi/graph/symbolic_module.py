@@ -53,7 +53,8 @@ class SymbolicModule(ModelBase):
     """
 
     def __init__(self, graph: Graph, steps: list[Step], operands: list[list[Any]],
-                 bounds: Mapping[str, tuple[int, int]], target: Any) -> None:
+                 bounds: Mapping[str, tuple[int, int]], target: Any,
+                 serial: Sequence[Any] | None = None) -> None:
         self.graph = graph
         self.steps = steps
         self.target = target
@@ -62,6 +63,8 @@ class SymbolicModule(ModelBase):
         self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
         self.shape_vars = free_vars([d for n in graph.inputs for d in n.shape])
         self._operands = operands
+        # Per step: the kernel run below the L2 size (its elementwise stages serial), or None.
+        self._serial = list(serial) if serial is not None else [None] * len(steps)
         self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
             collections.OrderedDict()
         self._arena = np.empty(0, np.uint8)
@@ -139,8 +142,10 @@ class SymbolicModule(ModelBase):
                 node.dtype).reshape(shape)
         ffi = native().ffi
         calls, keep = [], []
-        for step, operands in zip(self.steps, self._operands):
-            kernel = step.kernel
+        l2 = self.target.caches.l2
+        for step, operands, serial in zip(self.steps, self._operands, self._serial):
+            small = serial is not None and self.graph.node(step.name).nbytes_at(values) < l2
+            kernel = serial if small else step.kernel
             arrays = [views[o] if isinstance(o, str) else o for o in operands]
             sig = kernel.signature
             shape_values = [values[v] for v in sig.shape_vars]

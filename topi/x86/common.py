@@ -6,7 +6,8 @@ registers a register block may fill and the cache sizes that tiles should stay w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import tensorlang as tl
 from tensorlang.arith import const_value
@@ -89,6 +90,20 @@ def fuse_parallel(s: tl.Schedule, stage_tensor: tl.Tensor | tl.Operation,
     return fused
 
 
+_SYMBOLIC_LARGE = [True]
+
+
+@contextlib.contextmanager
+def symbolic_outputs_small() -> Iterator[None]:
+    """Within: outputs of symbolic size count as small for `parallel_pays` (the serial variant
+    of a kernel, which a symbolic module runs at sizes below the L2 size)."""
+    _SYMBOLIC_LARGE[0] = False
+    try:
+        yield
+    finally:
+        _SYMBOLIC_LARGE[0] = True
+
+
 def parallel_pays(t: tl.Tensor | tl.Operation) -> bool:
     """Whether a stage's output is large enough to split across threads.
 
@@ -97,12 +112,13 @@ def parallel_pays(t: tl.Tensor | tl.Operation) -> bool:
     core. Measured side by side (an add of two (1, C, H, W) float32 tensors, 100 KB to 1.7 MB,
     shared 2-core machine), one thread running plain nested loops beat the parallel fused loop
     at every output size below the L2 size of the current target, so smaller outputs stay on
-    the calling thread. Outputs of symbolic size count as large.
+    the calling thread. Outputs of symbolic size count as large (small within
+    `symbolic_outputs_small`).
     """
     op = t if isinstance(t, tl.Operation) else t.op
     extents = [static_extent(a) for a in op.axis]
     if any(e is None for e in extents):
-        return True
+        return _SYMBOLIC_LARGE[0]
     elements = 1
     for e in extents:
         elements *= e  # type: ignore[operator]
