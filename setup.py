@@ -27,7 +27,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
-                 "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0"],
+                 "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0", "transformers>=5.0",
+                 "onnxscript>=0.5"],
         "distributed": ["distributed>=2023.1"],
         "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
         "torch": ["torch==2.13.0"],
