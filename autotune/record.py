@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from tensorlang.codegen.target import Target
 
+from .buckets import bucket_index, bucket_record
 from .features import FEATURE_VERSION
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .task import dispatch_context, workload_key
@@ -49,6 +50,8 @@ class Record:
         chosen: whether this re-measured record won its verdict.
         trace: for an auto-scheduled task, the schedule as a replayable trace of primitives
             (JSON steps, see `autotune.auto_schedule.Trace`); None for template tasks.
+        bucket: for a task of a size bucket (`autotune.buckets`), the variables' values and
+            the args' symbolic pattern; None else.
     """
 
     workload: list[Any]
@@ -61,6 +64,7 @@ class Record:
     rounds: tuple[float, ...] = ()
     chosen: bool = False
     trace: list[Any] | None = None
+    bucket: dict[str, Any] | None = None
 
     @property
     def remeasured(self) -> bool:
@@ -118,6 +122,9 @@ def encode(inp: MeasureInput, result: MeasureResult, rounds: Sequence[float] = (
         trace = trace_of(inp.config)
         if trace is not None:
             obj["trace"] = trace
+    bucket = getattr(inp.task, "bucket", None)
+    if bucket:
+        obj["bucket"] = bucket
     return json.dumps(obj, separators=(",", ":"))
 
 
@@ -153,6 +160,7 @@ def decode(line: str) -> Record:
             rounds=tuple(float(c) for c in remeasured.get("rounds", ())),
             chosen=bool(remeasured.get("chosen", False)),
             trace=obj.get("trace"),
+            bucket=obj.get("bucket"),
         )
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"not a tuning record: {err}") from None
@@ -290,6 +298,7 @@ class ApplyHistoryBest:
                                (self._any_target, rec.key)):
                 if key not in table or is_better(rec, table[key]):
                     table[key] = rec
+        self._buckets = bucket_index(list(self.best.values()))
         self._warned: set[tuple[str, str]] = set()
         self._context: Iterator[Any] | None = None
 
@@ -297,6 +306,8 @@ class ApplyHistoryBest:
         """The best config for this workload on `target`'s CPU as (index, readable knobs), or
         None (also when only records of other targets exist and they are not allowed)."""
         rec = self.best.get((workload_key, target.cpu_signature))
+        if rec is None:  # a size bucket's record, for a workload tuned by bucket
+            rec = bucket_record(self._buckets, workload_key, target.cpu_signature)
         if rec is None and self.allow_other_targets:
             rec = self._any_target.get(workload_key)
             if rec is not None and (rec.cpu_signature, str(target)) not in self._warned:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .buckets import BucketedTask, tune_buckets
 from .measure import MeasureOption
 from .progress import Progress
 from .record import Record, load_records, log_to_file
@@ -128,10 +129,19 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         history: records of other workloads of the same template, for transfer learning.
         remeasure_top, remeasure_rounds: the end-of-run re-measurement; 0 turns it off.
 
+    A `BucketedTask` (`create_task` with `buckets=`) tunes each bucket's task with an equal
+    share of `trials` and returns {bucket values: Result}.
+
     Raises:
         TuningError: no valid measurement exists and every trial of this run failed with the
             same error kind (the message names it): the setup is broken, not the configs.
     """
+    if isinstance(task, BucketedTask):
+        return tune_buckets(task, trials, tuner=tuner, log_file=log_file,  # type: ignore
+                            measure_option=measure_option, early_stopping=early_stopping,
+                            callbacks=callbacks, seed=seed, progress=progress,
+                            history=history, remeasure_top=remeasure_top,
+                            remeasure_rounds=remeasure_rounds)
     t = _resumed(_make_tuner(task, tuner, seed), log_file, history)
     already = t.trial_count
     todo = max(0, trials - already)

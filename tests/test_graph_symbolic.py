@@ -152,11 +152,140 @@ def test_from_torch_with_dims_built_once():
         m(**_inputs(1, 65))
 
 
-def test_what_is_not_there_yet_says_so(encoder_module, tmp_path):
-    with pytest.raises(NotImplementedError, match="symbolic dims cannot be exported"):
-        encoder_module.export_library(str(tmp_path / "encoder.so"))
-    with pytest.raises(NotImplementedError, match="tuning by size bucket"):
-        tg.tune(encoder_module.graph, 10, buckets={"seq": [16, 64]})
+def test_exported_library_runs_sizes_in_a_fresh_process(encoder_onnx, encoder_module,
+                                                        tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    path = str(tmp_path / "encoder.so")
+    encoder_module.export_library(path)
+    sizes = [(1, 1), (3, 13), (4, 64)]  # 1, a prime and the bounds
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        import onnxruntime as ort
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+        import topi.graph as tg
+        from test_graph_symbolic import _inputs
+        lib = tg.load_module({path!r})
+        session = ort.InferenceSession({encoder_onnx!r})
+        for b, n in {sizes!r}:
+            inputs = _inputs(b, n)
+            (out,) = lib(**inputs)
+            assert out.shape == (b, n, 32), out.shape
+            np.testing.assert_allclose(out, session.run(None, inputs)[0], atol=2e-3,
+                                       rtol=2e-3)
+        try:
+            lib(**_inputs(1, 65))
+        except ValueError as err:
+            assert "outside" in str(err), err
+        else:
+            raise AssertionError("no error outside the bounds")
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+# -- size buckets ----------------------------------------------------------------------------
+
+BUCKETS = [8, 32, 64]
+
+
+def _dense_graph() -> tg.Graph:
+    g = tg.Graph()
+    x = g.input("x", ("n", 32))
+    w = g.constant(np.random.default_rng(2).standard_normal((48, 32)).astype("float32"), "w")
+    g.output(g.gelu(g.dense(x, w)))
+    return g
+
+
+def _bucket_log(path, pattern=False) -> dict[int, int]:
+    """A log with one record per bucket of dense (n, 32) x (48, 32), each a different register
+    block (rows 2, 3, 5): bucket size -> config index."""
+    import autotune
+    from autotune.record import encode
+
+    if pattern:
+        tasks = list(autotune.create_task("dense.x86", ((dim_var("n"), 32), (48, 32), "float32"),
+                                          buckets={"n": BUCKETS}))
+    else:
+        tasks = [autotune.create_task("dense.x86", ((n, 32), (48, 32), "float32"))
+                 for n in BUCKETS]
+    chosen = {}
+    with open(path, "w") as f:
+        for n, task, rows in zip(BUCKETS, tasks, (2, 3, 5)):
+            if not pattern:
+                task.bucket = {"values": {"n": n}}
+            config = next(c for c in (task.config_space.get(i)
+                                      for i in range(len(task.config_space)))
+                          if c is not None and c["tile_y"].size[-1] == rows
+                          and c["col_group"].val == 1 and c["tile_k"].size[-1] == 1
+                          and not c["pack_rows"].val)
+            result = autotune.MeasureResult((1e-6,), autotune.MeasureErrorNo.NO_ERROR)
+            f.write(encode(autotune.MeasureInput(task, config), result) + "\n")
+            chosen[n] = config.index
+    return chosen
+
+
+def test_bucket_dispatch_picks_each_buckets_config(tmp_path):
+    g = _dense_graph()
+    log = str(tmp_path / "buckets.jsonl")
+    chosen = _bucket_log(log)
+    m = tg.build(g, log_file=log, bounds={"n": 100})
+    assert len(set(chosen.values())) == 3
+    expected = {1: 8, 8: 8, 9: 32, 31: 32, 32: 32, 33: 64, 64: 64, 100: 64}  # above all: the last
+    for n, bucket in expected.items():
+        ((step, sizes, task, index),) = m.dispatch(n=n)
+        assert (sizes, task, index) == ({"n": bucket}, "dense.x86", chosen[bucket]), n
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 8, 9, 31, 32, 33, 63, 64, 100):  # every bucket, its edges and the bounds
+        xv = rng.standard_normal((n, 32)).astype("float32")
+        np.testing.assert_allclose(m(x=xv)[0], run_reference(g, {"x": xv})[0], atol=1e-4,
+                                   err_msg=f"n = {n}")
+    m.export_library(str(tmp_path / "buckets.so"))  # the library dispatches alike
+    lib = tg.load_module(str(tmp_path / "buckets.so"))
+    for n in (1, 9, 64, 100):
+        xv = rng.standard_normal((n, 32)).astype("float32")
+        np.testing.assert_allclose(lib(x=xv)[0], m(x=xv)[0], atol=1e-5, err_msg=f"n = {n}")
+    plain = tg.build(g, bounds={"n": 100})  # no log: one kernel, no buckets
+    assert plain.dispatch(n=5) == []
+
+
+def test_apply_history_best_picks_the_bucket_of_a_size(tmp_path):
+    import autotune
+
+    log = str(tmp_path / "task.jsonl")
+    chosen = _bucket_log(log, pattern=True)
+    with autotune.apply_history_best(log):
+        # (one row is a matrix-vector product, another schedule with other knobs)
+        for n, bucket in {2: 8, 8: 8, 20: 32, 64: 64, 200: 64}.items():
+            config = autotune.query_config("dense.x86", ((n, 32), (48, 32), "float32"))
+            assert config.index == chosen[bucket], n
+        # another static dim is another workload: no bucket of this one applies
+        other = autotune.query_config("dense.x86", ((8, 16), (48, 16), "float32"))
+        assert isinstance(other, autotune.FallbackConfig)
+    with pytest.raises(ValueError, match="need buckets"):
+        autotune.create_task("dense.x86", ((dim_var("n"), 32), (48, 32), "float32"))
+
+
+def test_tune_by_bucket_then_build(tmp_path):
+    g = _dense_graph()
+    log = str(tmp_path / "tune.jsonl")
+    result = tg.tune(g, trials=4, log_file=log, buckets={"n": [16, 64]}, per_round=2,
+                     progress=False, remeasure_top=0)
+    assert sorted(s.task.args[0][0] for s in result.states) == [16, 64]
+    assert result.trials == 4
+    m = tg.build(g, log_file=log, bounds={"n": 64})
+    assert [d[1] for d in (m.dispatch(n=n)[0] for n in (1, 16, 17, 64))] == \
+        [{"n": 16}, {"n": 16}, {"n": 64}, {"n": 64}]
+    for n in (1, 16, 17, 64):
+        xv = np.random.default_rng(n).standard_normal((n, 32)).astype("float32")
+        np.testing.assert_allclose(m(x=xv)[0], run_reference(g, {"x": xv})[0], atol=1e-4)
+    with pytest.raises(ValueError, match="no shape variable"):
+        tg.tune(g, 4, buckets={"seq": [16]})
 
 
 def test_profile_at_a_size(encoder_module):

@@ -22,6 +22,7 @@ import autotune
 import tensorlang as tl
 
 from .. import x86
+from .buckets import bucket_kernels, log_buckets
 from .cache import compiler_version, get_kernel
 from .graph import Graph, Node, NodeKind, op_label
 from .kernel import Pack, kernel_spec
@@ -128,14 +129,17 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
                     untuned: dict[str, tuple[str, tuple]]) -> Module:
     """`build` of a graph with symbolic dims: each kernel compiled once with symbolic extents."""
     with tuning_context(log_file, tgt):
+        buckets = log_buckets(autotune.load_records(log_file)) if log_file is not None else {}
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
-        steps, operands, serial = [], [], []
+        steps, operands, serial, variants = [], [], [], []
         for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack, untuned):
             steps.append(Step(node.name, op_label(node), kernel, []))
             operands.append(node_operands(node, weights))
-            serial.append(_serial_variant(node, kernel, prepack, tgt, cache_dir))
+            variants.append(bucket_kernels(node, kernel.key, buckets, prepack, tgt, cache_dir))
+            serial.append(None if variants[-1] else
+                          _serial_variant(node, kernel, prepack, tgt, cache_dir))
     _warn_untuned(untuned, log_file)
-    return SymbolicModule(optimized, steps, operands, bounds, tgt, serial)
+    return SymbolicModule(optimized, steps, operands, bounds, tgt, serial, variants)
 
 
 def _serial_variant(node: Node, kernel: Any, prepack: bool, tgt: tl.Target,

@@ -113,21 +113,30 @@ def driver_source(module: BuiltModel, weights: _Weights) -> str:
         "outputs": [[o.name, list(o.shape), o.dtype] for o in module.outputs],
         "target": str(module.target),
     }
+    return entry_source(list(kernels.values()), meta, module.plan.arena_bytes, "",
+                        [*copy_in, *calls, *copy_out])
+
+
+def entry_source(decls: Sequence[str], meta: dict[str, Any], arena_bytes: int, params: str,
+                 body: Sequence[str]) -> str:
+    """The C source of `tlg_run(inputs, outputs<params>)` running `body` over the arena `A`
+    (allocated on the first call) and the weights `W`, with the kernels' declarations `decls`
+    and the description `meta` as `tlg_meta`."""
     return "\n".join([
         "#include <stdint.h>",
         "#include <string.h>",
         "void *tl_aligned_alloc(int64_t size);",
         "extern const unsigned char tlg_weights[];",
-        *kernels.values(),
+        *decls,
         f"const char tlg_meta[] = {_c_string(json.dumps(meta))};",
         "static unsigned char *arena;",
-        "int tlg_run(void *const *inputs, void *const *outputs) {",
-        f"  if (!arena && !(arena = tl_aligned_alloc({max(module.plan.arena_bytes, ALIGN)})))",
+        f"int tlg_run(void *const *inputs, void *const *outputs{params}) {{",
+        f"  if (!arena && !(arena = tl_aligned_alloc({max(arena_bytes, ALIGN)})))",
         "    return -1;",
         "  unsigned char *A = arena;",
         "  const unsigned char *W = tlg_weights;",
         "  (void)A; (void)W;",
-        *copy_in, *calls, *copy_out,
+        *body,
         "  return 0;",
         "}",
         "",
@@ -140,12 +149,22 @@ def export_model(module: BuiltModel, path: str | os.PathLike[str]) -> None:
     Raises:
         RuntimeError: no C compiler, or it failed (its output is in the message).
     """
+    weights = _Weights()
+    driver = driver_source(module, weights)
+    write_library(driver, weights, [s.kernel for s in module.steps], module.target, path)
+
+
+def write_library(driver: str, weights: _Weights, kernels: Sequence[CompiledKernel],
+                  target: Any, path: str | os.PathLike[str]) -> None:
+    """Compile the C `driver`, the `weights` blob, the distinct `kernels` and the runtime into
+    the shared library `path`.
+
+    Raises:
+        RuntimeError: no C compiler, or it failed (its output is in the message).
+    """
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("export_library needs a C compiler (cc) on PATH")
-    target = module.target
-    weights = _Weights()
-    driver = driver_source(module, weights)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -157,7 +176,7 @@ def export_model(module: BuiltModel, path: str | os.PathLike[str]) -> None:
             '.section .rodata\n.balign 64\n.globl tlg_weights\ntlg_weights:\n'
             f'.incbin "{tmp / "weights.bin"}"\n.section .note.GNU-stack,"",@progbits\n')
         vector_libm = False
-        for kernel in {s.kernel.key: s.kernel for s in module.steps}.values():
+        for kernel in {k.key: k for k in kernels}.values():
             ll = kernel.ll()
             vector_libm |= uses_vector_libm(ll)
             obj = target.target_machine(pic=True).emit_object(
@@ -186,19 +205,34 @@ class LoadedModule(ModelBase):
         meta = json.loads(raw)
         if meta.get("format") != META_FORMAT:
             raise ValueError(f"{self.path}: unknown model library format {meta.get('format')}")
-        self.inputs = [TensorInfo(n, tuple(s), d) for n, s, d in meta["inputs"]]
-        self.outputs = [TensorInfo(n, tuple(s), d) for n, s, d in meta["outputs"]]
+        from .export_symbolic import dim_from_json
+
+        #: the shape variables (a library of a model with symbolic dims), else empty
+        self.shape_vars: list[str] = list(meta.get("vars", []))
+        self.bounds = {v: tuple(b) for v, b in meta.get("bounds", {}).items()}
+        self.inputs, self.outputs = (
+            [TensorInfo(n, tuple(dim_from_json(d) for d in s), t) for n, s, t in meta[key]]
+            for key in ("inputs", "outputs"))
         self.target = meta["target"]
         self._run = self._lib.tlg_run
         self._run.restype = ctypes.c_int
-        self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._run.argtypes = [ctypes.c_void_p] * (3 if self.shape_vars else 2)
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         inputs = [np.ascontiguousarray(a).reshape(a.shape) for a in arrays]
-        outputs = [np.empty(o.shape, o.dtype) for o in self.outputs]
+        sizes: list[Any] = []
+        shapes = [o.shape for o in self.outputs]
+        if self.shape_vars:
+            from ..symbolic import evaluate_shape
+            from .symbolic_module import bind_sizes
+
+            values = bind_sizes(self.inputs, self.bounds, inputs)
+            shapes = [evaluate_shape(s, values) for s in shapes]
+            sizes = [np.array([values[v] for v in self.shape_vars], np.int64)]
+        outputs = [np.empty(s, o.dtype) for s, o in zip(shapes, self.outputs)]
         pointers = [(ctypes.c_void_p * max(len(xs), 1))(*(x.ctypes.data for x in xs))
                     for xs in (inputs, outputs)]
-        status = self._run(*pointers)
+        status = self._run(*pointers, *(x.ctypes.data for x in sizes))
         if status == -1:
             raise MemoryError(f"{self.path}: could not allocate the model's arena")
         if status:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from tensorlang.schedule import AttachKind
 from tensorlang.tensor import ComputeOp
 from tensorlang.visitor import Mutator
 
+from ..symbolic import evaluate, is_symbolic
 from .graph import FUSED, Node, NodeKind
 from .ops import OpDef, call_compute, find_workload, get_op
 
@@ -42,15 +43,32 @@ def anchor_op(node: Node) -> OpDef:
     return get_op(node.attrs["anchor"])
 
 
-def node_compute(node: Node, tensors: Sequence[tl.Tensor]) -> tl.Tensor:
-    """The topi computes of `node` applied to `tensors` (one per node input)."""
+def node_compute(node: Node, tensors: Sequence[tl.Tensor],
+                 sizes: Mapping[str, int] | None = None) -> tl.Tensor:
+    """The topi computes of `node` applied to `tensors` (one per node input); with `sizes`,
+    the symbolic dims in the ops' attributes take those values of their variables."""
     if node.op != FUSED:
-        return call_compute(get_op(node.op), tensors, node.attrs)
+        return call_compute(get_op(node.op), tensors, _attrs_at(node.attrs, sizes))
     assert node.body is not None
     values: dict[Node, tl.Tensor] = dict(zip(node.body.inputs, tensors))
     for n in node.body.ops:
-        values[n] = call_compute(get_op(n.op), [values[i] for i in n.inputs], n.attrs)
+        values[n] = call_compute(get_op(n.op), [values[i] for i in n.inputs],
+                                 _attrs_at(n.attrs, sizes))
     return values[node.body.outputs[0]]
+
+
+def _attrs_at(attrs: Mapping[str, Any], sizes: Mapping[str, int] | None) -> Mapping[str, Any]:
+    if sizes is None:
+        return attrs
+
+    def at(v: Any) -> Any:
+        if is_symbolic(v):
+            return evaluate(v, sizes)
+        if isinstance(v, (tuple, list)):
+            return type(v)(at(x) for x in v)
+        return v
+
+    return {k: at(v) for k, v in attrs.items()}
 
 
 @dataclass

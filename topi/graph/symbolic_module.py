@@ -19,6 +19,8 @@ import numpy as np
 from tensorlang.expr import Var
 from tensorlang.runtime.threadpool import native
 
+from autotune.buckets import pick
+
 from ..symbolic import dim_str, evaluate, evaluate_shape, free_vars
 from .graph import Graph, Node, NodeKind
 from .model_io import ModelBase, TensorInfo, check_inputs, random_inputs
@@ -54,7 +56,9 @@ class SymbolicModule(ModelBase):
 
     def __init__(self, graph: Graph, steps: list[Step], operands: list[list[Any]],
                  bounds: Mapping[str, tuple[int, int]], target: Any,
-                 serial: Sequence[Any] | None = None) -> None:
+                 serial: Sequence[Any] | None = None,
+                 variants: Sequence[Sequence[tuple[dict[str, int], Any, str, int]]] | None = None
+                 ) -> None:
         self.graph = graph
         self.steps = steps
         self.target = target
@@ -65,6 +69,10 @@ class SymbolicModule(ModelBase):
         self._operands = operands
         # Per step: the kernel run below the L2 size (its elementwise stages serial), or None.
         self._serial = list(serial) if serial is not None else [None] * len(steps)
+        #: Per step: (bucket sizes, kernel, task, config index) of each size bucket tuned
+        #: (`buckets.bucket_kernels`); the call runs the one of the actual sizes' bucket.
+        self.variants = [list(v) for v in variants] if variants is not None else \
+            [[] for _ in steps]
         self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
             collections.OrderedDict()
         self._arena = np.empty(0, np.uint8)
@@ -79,44 +87,8 @@ class SymbolicModule(ModelBase):
     # -- binding -------------------------------------------------------------------------------
 
     def bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
-        """The shape variables' values from the input arrays.
-
-        Raises:
-            ValueError: a wrong rank, a static dim that differs, two inputs that disagree on a
-                variable, or a size outside the bounds (the message names the input and dim).
-        """
-        values: dict[str, int] = {}
-        where: dict[str, str] = {}
-        for info, a in zip(self.inputs, arrays):
-            if a.ndim != len(info.shape):
-                raise ValueError(f"input {info.name!r} must have {len(info.shape)} dimensions "
-                                 f"{_shape_text(info.shape)}, got shape {a.shape}")
-            for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
-                if isinstance(d, Var):
-                    if d.name in values and values[d.name] != actual:
-                        raise ValueError(
-                            f"input {info.name!r} dim {axis} ({d.name}) is {actual}, but "
-                            f"{where[d.name]} gives {d.name} = {values[d.name]}")
-                    low, high = self.bounds.get(d.name, (1, 2**31 - 1))
-                    if not low <= actual <= high:
-                        raise ValueError(
-                            f"input {info.name!r} dim {axis} ({d.name}) is {actual}, outside "
-                            f"the bounds [{low}, {high}] the model was built for")
-                    values[d.name] = actual
-                    where[d.name] = f"input {info.name!r} dim {axis}"
-        for info, a in zip(self.inputs, arrays):
-            for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
-                if isinstance(d, Var):
-                    continue
-                try:
-                    expected = evaluate(d, values)
-                except (KeyError, ValueError):
-                    raise ValueError(f"input {info.name!r} dim {axis} ({dim_str(d)}) cannot be "
-                                     "bound from the input shapes") from None
-                if expected != actual:
-                    raise ValueError(f"input {info.name!r} dim {axis} must be {dim_str(d)} = "
-                                     f"{expected}, got {actual} (shape {a.shape})")
-        return values
+        """The shape variables' values from the input arrays (see `bind_sizes`)."""
+        return bind_sizes(self.inputs, self.bounds, arrays)
 
     # -- per size ------------------------------------------------------------------------------
 
@@ -143,9 +115,12 @@ class SymbolicModule(ModelBase):
         ffi = native().ffi
         calls, keep = [], []
         l2 = self.target.caches.l2
-        for step, operands, serial in zip(self.steps, self._operands, self._serial):
+        for step, operands, serial, variants in zip(self.steps, self._operands, self._serial,
+                                                    self.variants):
             small = serial is not None and self.graph.node(step.name).nbytes_at(values) < l2
             kernel = serial if small else step.kernel
+            if variants:
+                kernel = pick([(sizes, k) for sizes, k, _, _ in variants], values)
             arrays = [views[o] if isinstance(o, str) else o for o in operands]
             sig = kernel.signature
             shape_values = [values[v] for v in sig.shape_vars]
@@ -188,6 +163,16 @@ class SymbolicModule(ModelBase):
                     raise checked[1].index_error(status)
         return [b.copy() for b in prepared.output_buffers]
 
+    def dispatch(self, **sizes: int) -> list[tuple[str, dict[str, int], str, int]]:
+        """Which size bucket's kernel each bucketed step runs at `sizes` (shape variable ->
+        size): (step, bucket sizes, task, config index) per step that has buckets."""
+        out = []
+        for step, variants in zip(self.steps, self.variants):
+            if variants:
+                bucket, _, task, index = pick([(v[0], v) for v in variants], sizes)
+                out.append((step.name, bucket, task, index))
+        return out
+
     def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
         """`Module.profile` at the size of `inputs` (default: `sample_inputs()`): the mean time
         of each kernel call, slowest first."""
@@ -214,14 +199,17 @@ class SymbolicModule(ModelBase):
         return self._execute(check_inputs(self.inputs, inputs))
 
     def export_library(self, path: str) -> None:
-        """Not available for symbolic dims yet: the exported library's C entry point and its
-        arena plan are static (`Module.export_library`); one that binds the shape variables
-        from the inputs and plans the arena per size is missing."""
-        raise NotImplementedError(
-            "export_library: a model with symbolic dims cannot be exported yet (the library's "
-            "entry point takes static shapes: binding the shape variables and planning the arena "
-            "per call are missing); build with static shapes (from_onnx(..., shapes=...)) to "
-            "export")
+        """Write the model as one shared library that runs every size within the bounds (its
+        entry point takes the shape variables' values; see `export_symbolic.py`);
+        `topi.graph.load_module(path)` loads it in any process and binds the sizes from the
+        inputs.
+
+        Raises:
+            ValueError: a shape variable without an upper bound.
+        """
+        from .export_symbolic import export_symbolic
+
+        export_symbolic(self, path)
 
     def __str__(self) -> str:
         ins = ", ".join(str(i) for i in self.inputs)
@@ -229,6 +217,48 @@ class SymbolicModule(ModelBase):
         bounds = ", ".join(f"{v} in [{lo}, {hi}]" for v, (lo, hi) in self.bounds.items())
         return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
                 f"{self.kernels} distinct kernels, symbolic ({bounds}), target {self.target}")
+
+
+def bind_sizes(inputs: Sequence[TensorInfo], bounds: Mapping[str, tuple[int, int]],
+               arrays: Sequence[np.ndarray]) -> dict[str, int]:
+    """The shape variables' values from the input arrays of a model with symbolic `inputs`.
+
+    Raises:
+        ValueError: a wrong rank, a static dim that differs, two inputs that disagree on a
+            variable, or a size outside the bounds (the message names the input and dim).
+    """
+    values: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for info, a in zip(inputs, arrays):
+        if a.ndim != len(info.shape):
+            raise ValueError(f"input {info.name!r} must have {len(info.shape)} dimensions "
+                             f"{_shape_text(info.shape)}, got shape {a.shape}")
+        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+            if isinstance(d, Var):
+                if d.name in values and values[d.name] != actual:
+                    raise ValueError(
+                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, but "
+                        f"{where[d.name]} gives {d.name} = {values[d.name]}")
+                low, high = bounds.get(d.name, (1, 2**31 - 1))
+                if not low <= actual <= high:
+                    raise ValueError(
+                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, outside "
+                        f"the bounds [{low}, {high}] the model was built for")
+                values[d.name] = actual
+                where[d.name] = f"input {info.name!r} dim {axis}"
+    for info, a in zip(inputs, arrays):
+        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+            if isinstance(d, Var):
+                continue
+            try:
+                expected = evaluate(d, values)
+            except (KeyError, ValueError):
+                raise ValueError(f"input {info.name!r} dim {axis} ({dim_str(d)}) cannot be "
+                                 "bound from the input shapes") from None
+            if expected != actual:
+                raise ValueError(f"input {info.name!r} dim {axis} must be {dim_str(d)} = "
+                                 f"{expected}, got {actual} (shape {a.shape})")
+    return values
 
 
 def _shape_text(shape: Sequence[Any]) -> str:

@@ -33,7 +33,10 @@ from autotune import FallbackConfig, Task
 from autotune.tuner import Tuner
 from autotune.tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP
 
+from .build import as_target
+from .buckets import bucket_tasks, tuning_buckets
 from .graph import Graph
+from .passes import optimize
 from .tasks import extract_tasks
 
 #: Weight of the observed improvement against the optimistic forecast (Ansor's alpha).
@@ -209,17 +212,16 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         remeasure_top, remeasure_rounds: at the end, each task tuned in this run re-measures
             its fallback, its previous verdict's winner and its `remeasure_top` fastest configs
             `remeasure_rounds` times, round-robin (no trials of the budget); 0 turns it off.
-        buckets: tuning by size bucket for symbolic dims; not implemented yet.
+        buckets: for a graph with symbolic dims, shape variable -> sizes ({"seq": [16, 32,
+            64]}): every tunable node is tuned at each bucket of its variables (a variable
+            without buckets at the upper bound of `g.bounds`), the budget shared by all
+            buckets' tasks; `build` with the log compiles a kernel per bucket, and the module
+            runs the one of the smallest bucket >= the actual size (see `buckets.py`).
 
     Raises:
-        ValueError: a non-positive budget or round size.
-        NotImplementedError: `buckets` given.
+        ValueError: a non-positive budget or round size; `buckets` naming an unknown variable,
+            or a symbolic variable with neither buckets nor a bound.
     """
-    if buckets is not None:
-        raise NotImplementedError(
-            "tune: tuning by size bucket (buckets=) is not implemented yet: tasks per bucket, "
-            "one kernel per bucket in build and the module's dispatch on the actual size are "
-            "missing; tune the graph at a static size (from_onnx(..., shapes=...)) instead")
     if trials < 0 or per_round < 1:
         raise ValueError(f"tune: trials must be >= 0 and per_round >= 1, got {trials}, "
                          f"{per_round}")
@@ -227,7 +229,14 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
     if remeasure_top < 0 or remeasure_rounds < 0:
         raise ValueError(f"tune: remeasure_top and remeasure_rounds must be >= 0, got "
                          f"{remeasure_top}, {remeasure_rounds}")
-    states = [TaskState(task, count) for task, count in extract_tasks(g, target)]
+    if buckets is not None:
+        tgt = as_target(target)
+        sizes = tuning_buckets(g, buckets)
+        with tgt:
+            pairs = bucket_tasks(optimize(g), sizes, tgt)
+    else:
+        pairs = extract_tasks(g, target)
+    states = [TaskState(task, count) for task, count in pairs]
     out = stream if stream is not None else sys.stderr
     with tempfile.TemporaryDirectory() as tmp:
         log = str(log_file) if log_file is not None else os.path.join(tmp, "tune.jsonl")

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorlang as tl
@@ -13,14 +15,32 @@ from autotune import ConfigEntity, FallbackConfig, query_config
 from .common import as_tensor_list, static_extent, traverse
 
 
+#: task name -> the config that ops of symbolic shape of that task take (see `symbolic_configs`).
+_SYMBOLIC: contextvars.ContextVar[Mapping[str, ConfigEntity]] = contextvars.ContextVar(
+    "topi_symbolic_configs", default={})
+
+
+@contextlib.contextmanager
+def symbolic_configs(configs: Mapping[str, ConfigEntity]) -> Iterator[None]:
+    """Within: an op of symbolic shape whose task is a key of `configs` is scheduled with that
+    config (a size bucket's tuned config, applied to the kernel that keeps symbolic extents)."""
+    token = _SYMBOLIC.set(dict(configs))
+    try:
+        yield
+    finally:
+        _SYMBOLIC.reset(token)
+
+
 def config_for(task_name: str, op: tl.ComputeOp) -> ConfigEntity | FallbackConfig:
     """The config to schedule `op` with: the best record of its workload when one is active.
 
-    Ops with symbolic shapes record no workload and always get the fallback config.
+    Ops with symbolic shapes record no workload: they get the config of `symbolic_configs`
+    for their task, else the fallback config.
     """
     workload = op.attrs.get("workload")
     if workload is None:
-        return FallbackConfig()
+        found = _SYMBOLIC.get().get(task_name)
+        return found if found is not None else FallbackConfig()
     return query_config(task_name, workload)
 
 
