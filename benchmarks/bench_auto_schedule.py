@@ -119,10 +119,8 @@ def templates(trials: int, folder: str) -> None:
         hand_log, _ = _tuned(hand, trials, folder)
         s, tensors = auto.apply_best(auto_log)
         f = tl.build(s, tensors)
-        with autotune.apply_history_best(hand_log):
-            hs, htensors = hand.instantiate(hand.config_space.get(
-                autotune.best_records(autotune.load_records(hand_log))[
-                    (hand.key, hand.target)].config_index))
+        best = autotune.best_records(autotune.load_records(hand_log))[(hand.key, hand.target)]
+        hs, htensors = hand.instantiate(best.config_index)
         h = tl.build(hs, htensors)
         ins, outs = _arrays(tensors)
         h_ins, h_outs = _arrays(htensors)

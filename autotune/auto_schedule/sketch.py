@@ -547,7 +547,10 @@ def _reduction(state: SketchState, stage: Stage) -> None:
         anchor = _row_anchor(state, stage)
     width = 0
     if reduce_contiguous and _extent(last_r) >= lanes:
-        width = state.knob(f"{name}.rfactor", [lanes, 0], fallback=lanes)
+        # Always in vector lanes (a scalar loop over contiguous memory never wins; offered,
+        # it only gives timing noise a bad config to pick): one or two vectors of partials.
+        widths = [w for w in (lanes, 2 * lanes) if w <= _extent(last_r)]
+        width = state.knob(f"{name}.rfactor", widths, fallback=lanes)
     parts = _parts_knob(state, stage) if few else 1
 
     if anchor is None and few and parts > 1:
