@@ -365,6 +365,12 @@ def _check_template_output(name: str, out: Any) -> tuple[Any, list[Any]]:
     return s, list(tensors)
 
 
+#: Makers of tasks for what is not a registered template name, tried in order: each returns a
+#: Task, or None when `name` is not of its kind. `autotune.auto_schedule` adds the maker of
+#: auto-scheduled tasks (workload functions and registered workload names) when imported.
+TASK_MAKERS: list[Callable[[Any, Sequence[Any], str | Target], Task | None]] = []
+
+
 def create_task(name: str | Callable[..., Any], args: Sequence[Any],
                 target: str | Target = "llvm",
                 buckets: Mapping[str, Sequence[int]] | None = None) -> Any:
@@ -377,7 +383,6 @@ def create_task(name: str | Callable[..., Any], args: Sequence[Any],
     With `tl.var` dims in `args`, `buckets` gives each variable's sizes ({"n": [16, 32, 64]}):
     the result is an `autotune.buckets.BucketedTask`, one task per bucket.
     """
-    from .auto_schedule import create_auto_task, is_workload
     from .buckets import BucketedTask, has_vars
 
     if buckets is not None or has_vars(args):
@@ -386,9 +391,11 @@ def create_task(name: str | Callable[..., Any], args: Sequence[Any],
                              "(each variable's sizes) and a template name")
         return BucketedTask(name, args, target, buckets)
 
-    if callable(name) and not isinstance(name, Template) or (
-            isinstance(name, str) and name not in _REGISTRY and is_workload(name)):
-        return create_auto_task(name, args, target)
+    if not (isinstance(name, str) and name in _REGISTRY):
+        for make in TASK_MAKERS:
+            task = make(name, args, target)
+            if task is not None:
+                return task
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"create_task {name!r}: args must be a tuple, got {type(args).__name__}")
     return Task(name, args, target)

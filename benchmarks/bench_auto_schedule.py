@@ -2,7 +2,7 @@
 
     python benchmarks/bench_auto_schedule.py bar --trials 150            # the issue's bar
     python benchmarks/bench_auto_schedule.py bar --only gemm softmax --trials 200
-    python benchmarks/bench_auto_schedule.py templates --trials 150      # vs the topi templates
+    python benchmarks/bench_auto_schedule.py templates --trials 150 --tuner xgb_knob
     python benchmarks/bench_auto_schedule.py untuned --trials 100        # vs topi's schedules
 
 bar: each compute of tests/auto_schedule_workloads.py at a realistic size (GEMM 512^3, softmax
@@ -75,10 +75,13 @@ def _arrays(tensors: Sequence[tl.Tensor]) -> tuple[list[np.ndarray], list[np.nda
     return ins, outs
 
 
+TUNER = "xgb"  # --tuner
+
+
 def _tuned(task: autotune.Task, trials: int, folder: str) -> tuple[Any, float]:
     log = os.path.join(folder, f"{task.name.replace('/', '_')}.jsonl")
     start = time.perf_counter()
-    autotune.tune(task, trials=trials, log_file=log, progress=False)
+    autotune.tune(task, trials=trials, log_file=log, progress=False, tuner=TUNER)
     return log, time.perf_counter() - start
 
 
@@ -105,7 +108,7 @@ def bar(trials: int, only: Sequence[str], folder: str) -> None:
               f"{'yes' if tuned >= target_ratio else 'no':>3} {seconds:>7.0f}s", flush=True)
 
 
-def templates(trials: int, folder: str) -> None:
+def templates(trials: int, only: Sequence[str], folder: str) -> None:
     """Auto-scheduled GEMM and convolution against the topi templates, equal trials."""
     import topi  # noqa: F401 - registers the templates
 
@@ -113,6 +116,8 @@ def templates(trials: int, folder: str) -> None:
              ("conv3x3", (64, 56, 56, 64), "conv2d_nchw.x86",
               ((1, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "float32"))]
     for name, args, template, template_args in pairs:
+        if only and name not in only:
+            continue
         auto = autotune.create_task(getattr(W, name), args)
         hand = autotune.create_task(template, template_args)
         auto_log, _ = _tuned(auto, trials, folder)
@@ -159,12 +164,16 @@ def main() -> None:
     parser.add_argument("what", choices=("bar", "templates", "untuned"))
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--only", nargs="*", default=())
+    parser.add_argument("--tuner", default="xgb",
+                        help="xgb_knob for large sketches (no lowering per candidate)")
     opts = parser.parse_args()
+    global TUNER
+    TUNER = opts.tuner
     with tempfile.TemporaryDirectory() as folder:
         if opts.what == "bar":
             bar(opts.trials, opts.only, folder)
         elif opts.what == "templates":
-            templates(opts.trials, folder)
+            templates(opts.trials, opts.only, folder)
         else:
             untuned(opts.trials, folder)
 

@@ -21,9 +21,9 @@ from tensorlang.tensor import Tensor
 
 from ..record import Record, best_records, load_records
 from ..space import ConfigEntity, FallbackConfig
-from ..task import _REGISTRY, Task, Template, get_config, query_config
+from ..task import _REGISTRY, TASK_MAKERS, Task, Template, get_config, query_config
 from . import dag
-from .registry import PREFIX, WorkloadFunc, resolve
+from .registry import PREFIX, WorkloadFunc, is_workload, resolve
 from .sketch import SKETCH_RULES, SketchRule, generate
 from .trace import Trace, replay
 
@@ -165,3 +165,14 @@ def create_auto_task(func_or_name: WorkloadFunc | str, args: Sequence[Any],
     template = Template(name, AutoSchedule(func, SKETCH_RULES if rules is None else rules))
     _REGISTRY[name] = template  # direct calls (apply_history_best) find it by name
     return AutoTask(name, args, target, template)
+
+
+def _make_task(name: Any, args: Sequence[Any], target: str | Target) -> AutoTask | None:
+    """`create_task`'s maker for workloads: a function (not a template) or a registered
+    workload name; None for anything else."""
+    if callable(name) and not isinstance(name, Template) or is_workload(name):
+        return create_auto_task(name, args, target)
+    return None
+
+
+TASK_MAKERS.append(_make_task)
