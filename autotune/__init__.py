@@ -30,7 +30,8 @@ from .space import (
     FallbackConfig,
     InstantiationError,
 )
-from .task import Task, create_task, current_target, get_config, query_config, template
+from .buckets import create_task
+from .task import Task, current_target, get_config, query_config, template
 from .tuning import Result, TuningError, remeasure, tune
 
 __all__ = [

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tensorlang.codegen.target import Target
 from tensorlang.expr import Const, Expr, Var
 
-from .task import Task, create_task, workload_key
+from . import task as static
+from .task import Task, workload_key
 
 #: The key of a pattern entry that stands for a variable.
 VAR = "$var"
@@ -127,7 +128,7 @@ class BucketedTask:
             raise ValueError(f"create_task {name!r}: the symbolic dims {missing} need buckets")
         self.tasks: list[Task] = []
         for values in assignments(self.buckets):
-            task = create_task(name, substitute(self.pattern, values), target)
+            task = static.create_task(name, substitute(self.pattern, values), target)
             task.bucket = {"values": values, "pattern": [name, self.pattern]}  # type: ignore
             self.tasks.append(task)
 
@@ -178,13 +179,15 @@ def bucket_record(index: Mapping[tuple[str, str, str], list[tuple[dict, Any]]], 
     return None
 
 
-def tune_buckets(task: BucketedTask, trials: int, **options: Any) -> dict[tuple, Any]:
-    """`autotune.tune` of each bucket's task with an equal share of `trials`; bucket values
-    (in the variables' order) -> its Result."""
-    from .tuning import tune
-
-    results = {}
-    for k, t in enumerate(task.tasks):
-        share = trials // len(task.tasks) + (k < trials % len(task.tasks))
-        results[tuple(t.bucket["values"].values())] = tune(t, trials=share, **options)
-    return results
+def create_task(name: str | Callable[..., Any], args: Sequence[Any],
+                target: str | Target = "llvm",
+                buckets: Mapping[str, Sequence[int]] | None = None) -> Task | BucketedTask:
+    """`autotune.create_task`: the task of template or workload `name` on `args` for `target`
+    (`autotune.task.create_task`); with `tl.var` dims in `args`, `buckets` gives each variable's
+    sizes ({"n": [16, 32, 64]}) and the result is a `BucketedTask`, one task per bucket."""
+    if buckets is not None or has_vars(args):
+        if buckets is None or not isinstance(name, str):
+            raise ValueError(f"create_task {name!r}: args with symbolic dims need buckets= "
+                             "(each variable's sizes) and a template name")
+        return BucketedTask(name, args, target, buckets)
+    return static.create_task(name, args, target)

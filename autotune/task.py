@@ -20,7 +20,7 @@ import json
 import math
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tensorlang.arith import const_value
@@ -372,25 +372,16 @@ TASK_MAKERS: list[Callable[[Any, Sequence[Any], str | Target], Task | None]] = [
 
 
 def create_task(name: str | Callable[..., Any], args: Sequence[Any],
-                target: str | Target = "llvm",
-                buckets: Mapping[str, Sequence[int]] | None = None) -> Any:
+                target: str | Target = "llvm") -> Task:
     """A task of template `name` on `args` (a tuple of JSON-serialisable values) for `target`.
 
     `name` may also be a workload with no template: a function of `args` returning its tensors
     (inputs first, outputs last), or the name it was registered under with
     `@autotune.workload`; the task is then auto-scheduled (`autotune.auto_schedule`).
 
-    With `tl.var` dims in `args`, `buckets` gives each variable's sizes ({"n": [16, 32, 64]}):
-    the result is an `autotune.buckets.BucketedTask`, one task per bucket.
+    `autotune.create_task` (`autotune.buckets.create_task`) also takes workloads with symbolic
+    dims and their size buckets; this one makes the task of one static workload.
     """
-    from .buckets import BucketedTask, has_vars
-
-    if buckets is not None or has_vars(args):
-        if buckets is None or not isinstance(name, str):
-            raise ValueError(f"create_task {name!r}: args with symbolic dims need buckets= "
-                             "(each variable's sizes) and a template name")
-        return BucketedTask(name, args, target, buckets)
-
     if not (isinstance(name, str) and name in _REGISTRY):
         for make in TASK_MAKERS:
             task = make(name, args, target)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .buckets import BucketedTask, tune_buckets
+from .buckets import BucketedTask
 from .measure import MeasureOption
 from .progress import Progress
 from .record import Record, load_records, log_to_file
@@ -208,3 +208,13 @@ def _result(t: Tuner) -> Result:
         task=t.task,
         verdict=t.verdict,
     )
+
+
+def tune_buckets(task: BucketedTask, trials: int, **options: Any) -> dict[tuple, Any]:
+    """`autotune.tune` of each bucket's task with an equal share of `trials`; bucket values
+    (in the variables' order) -> its Result."""
+    results = {}
+    for k, t in enumerate(task.tasks):
+        share = trials // len(task.tasks) + (k < trials % len(task.tasks))
+        results[tuple(t.bucket["values"].values())] = tune(t, trials=share, **options)
+    return results

@@ -208,3 +208,27 @@ def evaluate_shape(shape: Sequence[Any], values: Mapping[str, int]) -> tuple[int
 
 def dim_str(d: Any) -> str:
     return str(d) if not isinstance(d, Expr) else str(d).replace(" ", "")
+
+
+def dim_json(d: Any) -> Any:
+    """A dim as JSON: an int, or {"poly": [[[variables], coefficient], ...]}."""
+    if isinstance(d, int):
+        return d
+    poly = as_poly(d)
+    if poly is None:
+        raise NotImplementedError(f"export_library: the dim {d} is no polynomial of the shape "
+                                  "variables, which the library's driver cannot compute")
+    return {"poly": [[list(m), c] for m, c in sorted(poly.items())]}
+
+
+def dim_from_json(d: Any) -> Any:
+    """The dim that `dim_json` wrote."""
+    if isinstance(d, int):
+        return d
+    total: Any = 0
+    for monomial, c in d["poly"]:
+        term: Any = c
+        for v in monomial:
+            term = term * dim_var(v)
+        total = total + term
+    return canon(total)

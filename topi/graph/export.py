@@ -31,7 +31,8 @@ from tensorlang.codegen.intrinsics import uses_vector_libm
 from tensorlang.runtime.jit import parse_and_optimize
 from tensorlang.runtime.threadpool import SOURCE_PATH
 
-from .model_io import ModelBase, TensorInfo
+from ..symbolic import dim_from_json, evaluate_shape
+from .model_io import ModelBase, TensorInfo, bind_sizes
 
 if TYPE_CHECKING:
     from .cache import CompiledKernel
@@ -205,8 +206,6 @@ class LoadedModule(ModelBase):
         meta = json.loads(raw)
         if meta.get("format") != META_FORMAT:
             raise ValueError(f"{self.path}: unknown model library format {meta.get('format')}")
-        from .export_symbolic import dim_from_json
-
         #: the shape variables (a library of a model with symbolic dims), else empty
         self.shape_vars: list[str] = list(meta.get("vars", []))
         self.bounds = {v: tuple(b) for v, b in meta.get("bounds", {}).items()}
@@ -223,9 +222,6 @@ class LoadedModule(ModelBase):
         sizes: list[Any] = []
         shapes = [o.shape for o in self.outputs]
         if self.shape_vars:
-            from ..symbolic import evaluate_shape
-            from .symbolic_module import bind_sizes
-
             values = bind_sizes(self.inputs, self.bounds, inputs)
             shapes = [evaluate_shape(s, values) for s in shapes]
             sizes = [np.array([values[v] for v in self.shape_vars], np.int64)]

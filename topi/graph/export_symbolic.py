@@ -23,34 +23,10 @@ import numpy as np
 
 from autotune.buckets import pick
 
-from ..symbolic import as_poly, canon, dim_var
+from ..symbolic import dim_json
 from .export import META_FORMAT, _Weights, entry_source, write_library
 from .graph import NodeKind
 from .passes import plan_memory
-
-
-def dim_json(d: Any) -> Any:
-    """A dim as JSON: an int, or {"poly": [[[variables], coefficient], ...]}."""
-    if isinstance(d, int):
-        return d
-    poly = as_poly(d)
-    if poly is None:
-        raise NotImplementedError(f"export_library: the dim {d} is no polynomial of the shape "
-                                  "variables, which the library's driver cannot compute")
-    return {"poly": [[list(m), c] for m, c in sorted(poly.items())]}
-
-
-def dim_from_json(d: Any) -> Any:
-    """The dim that `dim_json` wrote."""
-    if isinstance(d, int):
-        return d
-    total: Any = 0
-    for monomial, c in d["poly"]:
-        term: Any = c
-        for v in monomial:
-            term = term * dim_var(v)
-        total = total + term
-    return canon(total)
 
 
 def _c_dim(d: Any, index: Mapping[str, int]) -> str:

@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from tensorlang.expr import Var
 from tensorlang.runtime import BenchmarkResult
+
+from ..symbolic import dim_str, evaluate
 
 
 @dataclass(frozen=True)
@@ -136,3 +139,49 @@ class ModelBase:
                 self._execute(arrays)
             results.append((time.perf_counter() - start) / number)
         return BenchmarkResult(tuple(results))
+
+
+def bind_sizes(inputs: Sequence[TensorInfo], bounds: Mapping[str, tuple[int, int]],
+               arrays: Sequence[np.ndarray]) -> dict[str, int]:
+    """The shape variables' values from the input arrays of a model with symbolic `inputs`.
+
+    Raises:
+        ValueError: a wrong rank, a static dim that differs, two inputs that disagree on a
+            variable, or a size outside the bounds (the message names the input and dim).
+    """
+    values: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for info, a in zip(inputs, arrays):
+        if a.ndim != len(info.shape):
+            raise ValueError(f"input {info.name!r} must have {len(info.shape)} dimensions "
+                             f"{_shape_text(info.shape)}, got shape {a.shape}")
+        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+            if isinstance(d, Var):
+                if d.name in values and values[d.name] != actual:
+                    raise ValueError(
+                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, but "
+                        f"{where[d.name]} gives {d.name} = {values[d.name]}")
+                low, high = bounds.get(d.name, (1, 2**31 - 1))
+                if not low <= actual <= high:
+                    raise ValueError(
+                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, outside "
+                        f"the bounds [{low}, {high}] the model was built for")
+                values[d.name] = actual
+                where[d.name] = f"input {info.name!r} dim {axis}"
+    for info, a in zip(inputs, arrays):
+        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
+            if isinstance(d, Var):
+                continue
+            try:
+                expected = evaluate(d, values)
+            except (KeyError, ValueError):
+                raise ValueError(f"input {info.name!r} dim {axis} ({dim_str(d)}) cannot be "
+                                 "bound from the input shapes") from None
+            if expected != actual:
+                raise ValueError(f"input {info.name!r} dim {axis} must be {dim_str(d)} = "
+                                 f"{expected}, got {actual} (shape {a.shape})")
+    return values
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(dim_str(d) for d in shape) + ")"

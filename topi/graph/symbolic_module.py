@@ -16,14 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from tensorlang.expr import Var
 from tensorlang.runtime.threadpool import native
 
 from autotune.buckets import pick
 
-from ..symbolic import dim_str, evaluate, evaluate_shape, free_vars
+from ..symbolic import evaluate_shape, free_vars
 from .graph import Graph, Node, NodeKind
-from .model_io import ModelBase, TensorInfo, check_inputs, random_inputs
+from .model_io import ModelBase, TensorInfo, bind_sizes, check_inputs, random_inputs
 from .module import Step, _address, profile_calls
 from .passes import MemoryPlan, plan_memory
 
@@ -217,52 +216,6 @@ class SymbolicModule(ModelBase):
         bounds = ", ".join(f"{v} in [{lo}, {hi}]" for v, (lo, hi) in self.bounds.items())
         return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
                 f"{self.kernels} distinct kernels, symbolic ({bounds}), target {self.target}")
-
-
-def bind_sizes(inputs: Sequence[TensorInfo], bounds: Mapping[str, tuple[int, int]],
-               arrays: Sequence[np.ndarray]) -> dict[str, int]:
-    """The shape variables' values from the input arrays of a model with symbolic `inputs`.
-
-    Raises:
-        ValueError: a wrong rank, a static dim that differs, two inputs that disagree on a
-            variable, or a size outside the bounds (the message names the input and dim).
-    """
-    values: dict[str, int] = {}
-    where: dict[str, str] = {}
-    for info, a in zip(inputs, arrays):
-        if a.ndim != len(info.shape):
-            raise ValueError(f"input {info.name!r} must have {len(info.shape)} dimensions "
-                             f"{_shape_text(info.shape)}, got shape {a.shape}")
-        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
-            if isinstance(d, Var):
-                if d.name in values and values[d.name] != actual:
-                    raise ValueError(
-                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, but "
-                        f"{where[d.name]} gives {d.name} = {values[d.name]}")
-                low, high = bounds.get(d.name, (1, 2**31 - 1))
-                if not low <= actual <= high:
-                    raise ValueError(
-                        f"input {info.name!r} dim {axis} ({d.name}) is {actual}, outside "
-                        f"the bounds [{low}, {high}] the model was built for")
-                values[d.name] = actual
-                where[d.name] = f"input {info.name!r} dim {axis}"
-    for info, a in zip(inputs, arrays):
-        for axis, (d, actual) in enumerate(zip(info.shape, a.shape)):
-            if isinstance(d, Var):
-                continue
-            try:
-                expected = evaluate(d, values)
-            except (KeyError, ValueError):
-                raise ValueError(f"input {info.name!r} dim {axis} ({dim_str(d)}) cannot be "
-                                 "bound from the input shapes") from None
-            if expected != actual:
-                raise ValueError(f"input {info.name!r} dim {axis} must be {dim_str(d)} = "
-                                 f"{expected}, got {actual} (shape {a.shape})")
-    return values
-
-
-def _shape_text(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join(dim_str(d) for d in shape) + ")"
 
 
 def symbolic_inputs(g: Graph) -> bool:
