@@ -231,6 +231,11 @@ def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., No
 
 # -- running ---------------------------------------------------------------------------------------
 
+#: What a first (cold) call may cost beyond a warm one: page faults, starting threads.
+COLD_CALL_SECONDS = 1e-3
+#: What a stage's deadline allows beyond its work for the worker to report back.
+REPORT_SECONDS = 0.1
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -244,7 +249,9 @@ class RunSettings:
     check_correctness: bool
     max_seconds: float
     best_seconds: float | None = None
-    relative_cutoff: float = 3.0
+    relative_cutoff: float = 2.0
+    ci_target: float = 0.0
+    min_repeat: int = 2
 
 
 def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
@@ -295,8 +302,14 @@ def _flush_cpu_cache(scratch: np.ndarray) -> None:
     scratch += 1.0  # touching more memory than the last-level cache evicts the kernel's data
 
 
-def run_job(payload: tuple[Artifact, RunSettings], stage: Callable[..., None]) -> list[float]:
-    """Link one artifact and time it (in the runner worker); returns seconds per repeat."""
+def run_job(payload: tuple[Artifact, RunSettings],
+            stage: Callable[..., None]) -> tuple[list[float], bool]:
+    """Link one artifact and time it (in the runner worker).
+
+    Returns:
+        The seconds per repeat, and whether the config was cut short as a loser ("measured
+        slow"): then the costs are the few calls timed before it was stopped.
+    """
     artifact, settings = payload
     if settings.check_correctness:
         # The reference may be a slow naive loop nest: give it its own, generous stage.
@@ -310,25 +323,41 @@ def run_job(payload: tuple[Artifact, RunSettings], stage: Callable[..., None]) -
                   else _cached_random_arrays(artifact))
         for hook in hooks:
             hook()
+        if settings.best_seconds is not None:  # a first call past this cannot compete: stopped
+            stage(slow_first_call(settings) + REPORT_SECONDS, MeasureErrorNo.RUN_TIMEOUT,
+                  MeasureErrorNo.RUNTIME_ERROR)
         start = time.perf_counter()
         module(*arrays)  # warms caches and the thread pool, and gives a first estimate
         first = time.perf_counter() - start
+        if settings.best_seconds is not None:
+            stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
         if settings.check_correctness:
             got = [x for x, a in zip(arrays, artifact.arg_specs) if a.is_output]
             _check_outputs(got, ref_outputs)
         if first * settings.number * settings.repeat > settings.max_seconds:
-            return [first]  # a slow config: one call tells enough, repeats would waste time
+            return [first], True  # a slow config: one call tells enough, repeats would waste time
+        cutoff = None
         if settings.best_seconds is not None:
+            cutoff = settings.relative_cutoff * settings.best_seconds
+            if first > slow_first_call(settings):
+                return [first], True
             start = time.perf_counter()
             module(*arrays)  # a warm call decides whether this config can compete at all
             warm = time.perf_counter() - start
-            if warm > settings.relative_cutoff * settings.best_seconds:
-                return [warm]
-        return _time(module, arrays, settings)
+            if warm > cutoff:
+                return [warm], True
+        return _time(module, arrays, settings, cutoff)
     except StageFailure:
         raise
     except Exception as err:  # noqa: BLE001
         raise StageFailure(MeasureErrorNo.RUNTIME_ERROR, f"{type(err).__name__}: {err}") from None
+
+
+def slow_first_call(settings: RunSettings) -> float:
+    """Seconds beyond which a first (cold) call shows a config cannot compete, once a best
+    cost is known: twice the cutoff (a cold call is not that much slower than a warm one)."""
+    assert settings.best_seconds is not None
+    return 2 * settings.relative_cutoff * settings.best_seconds + COLD_CALL_SECONDS
 
 
 def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
@@ -340,14 +369,48 @@ def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> Non
                                f"(max abs error {float(np.abs(g - w).max()):.3g})")
 
 
-def _time(module: tl.Module, arrays: Sequence[np.ndarray], settings: RunSettings) -> list[float]:
-    timer = module.time_evaluator(settings.number, 1 if settings.flush_cache else
-                                  settings.repeat, settings.min_repeat_ms)
-    if not settings.flush_cache:
-        return list(timer(*arrays).results)
-    scratch = np.zeros(64 * 1024 * 1024 // 8)
-    costs = []
-    for _ in range(settings.repeat):
-        _flush_cpu_cache(scratch)
-        costs.extend(timer(*arrays).results)
-    return costs
+def _time(module: tl.Module, arrays: Sequence[np.ndarray], settings: RunSettings,
+          cutoff: float | None = None) -> tuple[list[float], bool]:
+    """`settings.repeat` costs, or with a `ci_target` as few as make the confidence interval of
+    their mean tight (at least `min_repeat`); stops early, as slow, once every cost so far is
+    above `cutoff`."""
+    if settings.flush_cache:
+        scratch = np.zeros(64 * 1024 * 1024 // 8)
+        timer = module.time_evaluator(settings.number, 1, settings.min_repeat_ms)
+
+        def timed(count: int) -> list[float]:
+            costs = []
+            for _ in range(count):
+                _flush_cpu_cache(scratch)
+                costs.extend(timer(*arrays).results)
+            return costs
+    else:
+        def timed(count: int) -> list[float]:
+            timer = module.time_evaluator(settings.number, count, settings.min_repeat_ms)
+            return list(timer(*arrays).results)
+
+    if settings.ci_target <= 0:
+        return timed(settings.repeat), False
+    costs = timed(min(settings.min_repeat, settings.repeat))
+    while True:
+        if cutoff is not None and min(costs) > cutoff:
+            return costs, True
+        if len(costs) >= settings.repeat or ci_half_width(costs) <= settings.ci_target:
+            return costs, False
+        costs += timed(1)
+
+
+#: Student's t at 97.5% for 1..10 degrees of freedom (a two-sided 95% interval).
+_T975 = (12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def ci_half_width(costs: Sequence[float]) -> float:
+    """The half-width of the 95% confidence interval of the mean of `costs`, relative to the
+    mean (inf for fewer than two costs)."""
+    n = len(costs)
+    if n < 2:
+        return float("inf")
+    mean = sum(costs) / n
+    std = float(np.std(costs, ddof=1))
+    t = _T975[n - 2] if n - 2 < len(_T975) else 1.96
+    return t * std / np.sqrt(n) / mean if mean > 0 else float("inf")

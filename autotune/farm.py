@@ -201,8 +201,8 @@ class DaskRunner:
         resource: the resource measuring workers declare; each task of runs holds one unit
             of it (and a lock file keeps timings on one machine apart in any case).
         number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush,
-            check_correctness, max_measure_seconds, relative_cutoff: as for `LocalRunner`,
-            applied on the workers.
+            check_correctness, max_measure_seconds, relative_cutoff, ci_target, min_repeat:
+            as for `LocalRunner`, applied on the workers.
         wait_for_workers: seconds to wait for a suitable measuring worker to join when none is
             connected; then RuntimeError.
         hang_seconds: seconds past a run's own limits after which a worker that has finished
@@ -215,14 +215,15 @@ class DaskRunner:
                  repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
                  check_correctness: bool = False, max_measure_seconds: float = 1.0,
-                 relative_cutoff: float = 3.0, wait_for_workers: float = 300.0,
-                 hang_seconds: float = 60.0):
+                 relative_cutoff: float = 2.0, ci_target: float = 0.05, min_repeat: int = 2,
+                 wait_for_workers: float = 300.0, hang_seconds: float = 60.0):
         self.settings = dict(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                              timeout=timeout, cooldown_interval=cooldown_interval,
                              enable_cpu_cache_flush=enable_cpu_cache_flush,
                              check_correctness=check_correctness,
                              max_measure_seconds=max_measure_seconds,
-                             relative_cutoff=relative_cutoff)
+                             relative_cutoff=relative_cutoff, ci_target=ci_target,
+                             min_repeat=min_repeat)
         self._limits = LocalRunner(**self.settings)  # checks the settings; never starts a worker
         self._connection = _Connection(client_or_address)
         self.resource = resource

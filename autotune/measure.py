@@ -14,16 +14,17 @@ one worker, never the tuner. `DaskBuilder` / `DaskRunner` (farm.py) farm them ou
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from . import hostcpu
-from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job
+from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job, slow_first_call
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .workers import Job, Outcome, WorkerPool
 
@@ -69,13 +70,20 @@ class LocalBuilder:
     Args:
         timeout: seconds allowed per config; past it the config is a BUILD_TIMEOUT.
         n_parallel: worker processes (default: the number of CPUs).
+        nice: the workers' niceness relative to this process while a timing runs
+            (`timing`). Builds overlap the timing of the previous batch
+            (`MeasureOption.overlap`): niced, they take the cores only when the timed kernel
+            leaves them idle (a kernel timed beside a build on every core loses about a tenth
+            of its time slices at nice 10); between timings they build at full priority, so
+            that other work on a busy machine does not starve them.
     """
 
-    def __init__(self, timeout: float = 10, n_parallel: int | None = None):
+    def __init__(self, timeout: float = 10, n_parallel: int | None = None, nice: int = 10):
         if timeout <= 0:
             raise ValueError(f"LocalBuilder timeout must be > 0, got {timeout}")
         self.timeout = float(timeout)
         self.n_parallel = n_parallel or os.cpu_count() or 1
+        self.nice = nice
         self._pool: WorkerPool | None = None
 
     def build(self, inputs: Sequence[MeasureInput],
@@ -95,6 +103,19 @@ class LocalBuilder:
         return [o.value if o.error_no is MeasureErrorNo.NO_ERROR else _error(o)
                 for o in self._pool.run(jobs)]
 
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Yield the cores to a timing that runs meanwhile: the workers are niced by `nice`
+        inside the block."""
+        if self._pool is None or not self.nice:
+            yield
+            return
+        self._pool.renice(self.nice)
+        try:
+            yield
+        finally:
+            self._pool.renice(0)
+
     def close(self) -> None:
         """Stop the worker processes."""
         if self._pool is not None:
@@ -107,7 +128,7 @@ class LocalRunner:
 
     Args:
         number: kernel calls per repeat (the mean of them is one cost).
-        repeat: costs recorded per config.
+        repeat: costs recorded per config (at most, with `ci_target`).
         min_repeat_ms: raise `number` until one repeat lasts this long.
         timeout: seconds allowed for running one config; past it: RUN_TIMEOUT.
         cooldown_interval: seconds to sleep between configs (lets clocks settle).
@@ -117,17 +138,26 @@ class LocalRunner:
         max_measure_seconds: when `number * repeat` calls would take longer than this (judged
             from a first call), the first call's time is the only cost recorded: slow configs
             are losers anyway, and timing them fully would dominate the tuning time.
-        relative_cutoff: a config whose second (warm) call is this many times slower than the
-            best cost measured so far in the tuning run is timed by that call alone.
+        relative_cutoff: a config whose second (warm) call, or every repeat so far, is this
+            many times slower than the best cost measured so far in the tuning run is cut
+            short and recorded as measured slow (`MeasureResult.slow`) with the calls timed so
+            far; one whose run outlasts the time a competitive config would need is stopped
+            and recorded as slow with the seconds it ran (a lower bound), so that the cost
+            model still learns that it is slow.
+        ci_target: adaptive repeats: stop repeating once the 95% confidence interval of the
+            mean cost is within this fraction of it (after `min_repeat` repeats, at most
+            `repeat`); 0 times every config `repeat` times.
+        min_repeat: the fewest repeats with `ci_target`.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  timeout: float = 10, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
-                 max_measure_seconds: float = 1.0, relative_cutoff: float = 3.0):
-        if number < 1 or repeat < 1:
-            raise ValueError(f"LocalRunner needs number >= 1 and repeat >= 1, got {number}, "
-                             f"{repeat}")
+                 max_measure_seconds: float = 1.0, relative_cutoff: float = 2.0,
+                 ci_target: float = 0.05, min_repeat: int = 2):
+        if number < 1 or repeat < 1 or min_repeat < 1:
+            raise ValueError(f"LocalRunner needs number, repeat and min_repeat >= 1, got "
+                             f"{number}, {repeat}, {min_repeat}")
         if timeout <= 0:
             raise ValueError(f"LocalRunner timeout must be > 0, got {timeout}")
         self.number = number
@@ -139,6 +169,8 @@ class LocalRunner:
         self.check_correctness = check_correctness
         self.max_measure_seconds = max_measure_seconds
         self.relative_cutoff = relative_cutoff
+        self.ci_target = ci_target
+        self.min_repeat = min_repeat
         self._pool: WorkerPool | None = None
 
     def run(self, artifacts: Sequence[Artifact],
@@ -148,7 +180,7 @@ class LocalRunner:
         `best_seconds`, the best cost measured so far for this task, enables the relative cutoff.
         """
         if self._pool is None:
-            self._pool = WorkerPool(1, _PRELOAD)
+            self._pool = WorkerPool(1, _PRELOAD, standby=True)
         settings = self.settings(best_seconds)
         machine = hostcpu.this_host().describe()
         results = []
@@ -159,8 +191,15 @@ class LocalRunner:
                       MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
             (outcome,) = self._pool.run([job])
             if outcome.error_no is MeasureErrorNo.NO_ERROR:
-                results.append(MeasureResult(tuple(outcome.value), MeasureErrorNo.NO_ERROR, "",
-                                             outcome.seconds, machine=machine))
+                costs, slow = outcome.value
+                results.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
+                                             outcome.seconds, machine=machine, slow=slow))
+            elif outcome.error_no is MeasureErrorNo.RUN_TIMEOUT and best_seconds is not None:
+                # Stopped past the time a competitive config needs: slow, and its first call
+                # at least this slow (what the cost model learns from).
+                bound = slow_first_call(settings)
+                results.append(MeasureResult((bound,), MeasureErrorNo.NO_ERROR, "",
+                                             outcome.seconds, machine=machine, slow=True))
             else:
                 results.append(_error(outcome, machine))
         return results
@@ -170,7 +209,7 @@ class LocalRunner:
         return RunSettings(self.number, self.repeat, self.min_repeat_ms,
                            self._run_timeout(best_seconds), self.enable_cpu_cache_flush,
                            self.check_correctness, self.max_measure_seconds, best_seconds,
-                           self.relative_cutoff)
+                           self.relative_cutoff, self.ci_target, self.min_repeat)
 
     def _run_timeout(self, best_seconds: float | None) -> float:
         """The time one config may run: `timeout`, or less once a best cost is known. A config
@@ -191,9 +230,11 @@ class LocalRunner:
 
 @dataclass
 class MeasureOption:
-    """A builder and a runner; `overlap` builds the next batch while this one is timed (by
-    default only with 4 or more CPUs, because builds disturb timings on small machines; turn it
-    on when builds run on other machines than the timings)."""
+    """A builder and a runner; `overlap` builds the next batch while this one is timed (the
+    default). Overlapped builds share the cores with the timed kernel, which is why
+    `LocalBuilder` nices its workers; turn it off (`overlap=False`) for timings that no build
+    may disturb. Overlap changes no result but the timings' noise: each batch is proposed
+    from the results of all batches measured before it was built."""
 
     builder: Builder
     runner: Runner
@@ -202,9 +243,7 @@ class MeasureOption:
     @property
     def overlapping(self) -> bool:
         """Whether the next batch is built while this one is timed."""
-        if self.overlap is not None:
-            return self.overlap
-        return (os.cpu_count() or 1) >= 4
+        return True if self.overlap is None else self.overlap
 
     def close(self) -> None:
         """Release the builder's and the runner's processes and connections."""
@@ -261,6 +300,7 @@ class Measurer:
     Attributes:
         features: index -> feature vector, for configs whose features the builders returned.
         build_seconds, run_seconds: totals, for throughput reports.
+        slow_count: configs the runner cut short as measured slow.
     """
 
     def __init__(self, option: MeasureOption, feature_kind: str | None = None):
@@ -273,6 +313,7 @@ class Measurer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.build_seconds = 0.0
         self.run_seconds = 0.0
+        self.slow_count = 0
 
     def submit_builds(self, inputs: Sequence[MeasureInput], features: bool = True
                       ) -> concurrent.futures.Future[list[Artifact | MeasureResult]]:
@@ -304,11 +345,14 @@ class Measurer:
         start = time.perf_counter()
         best = min((r.mean for r in self._by_hash.values() if r.ok), default=None)
         artifacts = [builds[k] for k in to_run]
-        measured = self.option.runner.run(artifacts, best)  # type: ignore[arg-type]
+        timing = getattr(self.option.builder, "timing", contextlib.nullcontext)
+        with timing():  # builds overlapped with this run yield the cores to it
+            measured = self.option.runner.run(artifacts, best)  # type: ignore[arg-type]
         if len(measured) != len(artifacts):
             raise RuntimeError(f"{type(self.option.runner).__name__}.run returned "
                                f"{len(measured)} results for {len(artifacts)} artifacts")
         self.run_seconds += time.perf_counter() - start
+        self.slow_count += sum(r.slow for r in measured)
         for k, res in zip(to_run, measured):
             results[k] = res
             self._by_hash[builds[k].ir_hash] = res  # type: ignore[union-attr]

@@ -115,6 +115,8 @@ def encode(inp: MeasureInput, result: MeasureResult, rounds: Sequence[float] = (
         },
         "feature_version": FEATURE_VERSION,
     }
+    if result.slow:
+        obj["result"]["slow"] = True
     if rounds:
         obj["remeasured"] = {"rounds": [float(c) for c in rounds], "chosen": bool(chosen)}
     trace_of = getattr(inp.task, "trace_json", None)  # auto-scheduled tasks log their trace
@@ -148,6 +150,7 @@ def decode(line: str) -> Record:
             all_cost=float(res.get("all_cost", 0.0)),
             timestamp=float(res.get("timestamp", 0.0)),
             machine=str(res.get("machine", "")),
+            slow=bool(res.get("slow", False)),
         )
         return Record(
             workload=list(obj["workload"]),

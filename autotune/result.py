@@ -45,6 +45,8 @@ class MeasureResult:
         all_cost: wall-clock seconds spent on this config (build + run).
         timestamp: when the measurement finished (seconds since the epoch).
         machine: the machine that timed it, "hostname (cpu)" (empty when not timed).
+        slow: measured slow: the runner cut the config short as far slower than the best so
+            far, so `costs` are the few calls timed before it stopped (or a lower bound).
     """
 
     costs: tuple[float, ...]
@@ -53,6 +55,7 @@ class MeasureResult:
     all_cost: float = 0.0
     timestamp: float = field(default_factory=time.time)
     machine: str = ""
+    slow: bool = False
 
     @property
     def ok(self) -> bool:

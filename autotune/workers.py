@@ -108,8 +108,12 @@ def _child_environment() -> dict[str, str]:
 class _Worker:
     """One worker process and the state of the job it runs."""
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], standby: bool = False) -> None:
         self.preload = list(preload)
+        self.nice = 0
+        self.standby = standby
+        self._spare: tuple[subprocess.Popen[bytes], multiprocessing.connection.Connection] | None
+        self._spare = None
         self.process: subprocess.Popen[bytes] | None = None
         self.conn: multiprocessing.connection.Connection | None = None
         self.ready = False
@@ -121,13 +125,10 @@ class _Worker:
         self.crash_error = MeasureErrorNo.RUNTIME_ERROR
         self.job_timeout_error = MeasureErrorNo.RUN_TIMEOUT
 
-    def ensure_started(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        self.kill()
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], multiprocessing.connection.Connection]:
         parent, child = multiprocessing.Pipe()
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(child.fileno()), *self.preload],
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                 env=_child_environment(),
@@ -137,7 +138,34 @@ class _Worker:
             raise
         finally:
             child.close()
-        self.conn, self.ready = parent, False
+        return process, parent
+
+    def ensure_started(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            return
+        self.kill()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0].poll() is None:
+            self.process, self.conn = spare  # started long ago: its "ready" is waiting
+        else:
+            _stop(spare)
+            self.process, self.conn = self._spawn()
+        self.ready = False
+        if self.nice:
+            self.renice(self.nice)
+        if self.standby:  # the next replacement imports now, not after the next kill
+            self._spare = self._spawn()
+
+    def renice(self, nice: int) -> None:
+        """Run at this niceness relative to the parent's (from now on, and after restarts)."""
+        self.nice = nice
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.process.pid,
+                           os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        except OSError:  # not permitted (raising a priority needs privileges): keep it as is
+            pass
 
     def start_job(self, slot: int, job: Job) -> None:
         self.ensure_started()
@@ -175,6 +203,17 @@ class _Worker:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        _stop(self._spare)
+        self._spare = None
+
+
+def _stop(spawned: tuple[subprocess.Popen[bytes], multiprocessing.connection.Connection] | None
+          ) -> None:
+    """Stop a worker process that never got a job."""
+    if spawned is not None:
+        spawned[0].kill()
+        spawned[0].wait(timeout=5)
+        spawned[1].close()
 
 
 class WorkerPool:
@@ -184,12 +223,21 @@ class WorkerPool:
         n: worker processes.
         preload: modules each worker imports before its first job (so that the first job's
             timeout does not pay for them).
+        standby: keep a started spare process per worker, which replaces it at once when it
+            is killed (a runner stops hopeless configs by a timeout: the next config then
+            waits for no interpreter to start and import).
     """
 
-    def __init__(self, n: int, preload: Sequence[str] = ()):
+    def __init__(self, n: int, preload: Sequence[str] = (), standby: bool = False):
         if n < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {n}")
-        self.workers = [_Worker(preload) for _ in range(n)]
+        self.workers = [_Worker(preload, standby) for _ in range(n)]
+
+    def renice(self, nice: int) -> None:
+        """Set the workers' niceness relative to this process's, from now on (a worker that
+        the system does not allow to change keeps its priority)."""
+        for w in self.workers:
+            w.renice(nice)
 
     def run(self, jobs: Sequence[Job]) -> list[Outcome]:
         """Run every job; the outcomes are in the order of `jobs`."""

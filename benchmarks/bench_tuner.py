@@ -2,6 +2,7 @@
 
     python benchmarks/bench_tuner.py efficiency --trials 200 --seeds 0 1 2
     python benchmarks/bench_tuner.py throughput --trials 1000
+    python benchmarks/bench_tuner.py throughput --trials 200 --template gemm_tiled --compare
     python benchmarks/bench_tuner.py model --samples 300
     python benchmarks/bench_tuner.py --dask --trials 200 --rounds 3 --builders 1
 
@@ -294,10 +295,24 @@ def _cpu_seconds() -> float:
     return total
 
 
-def throughput(trials: int, template: str) -> None:
-    name, args = THROUGHPUT_TASKS[template]
-    task = autotune.create_task(name, args)
-    tuner = XGBTuner(task, seed=0)
+#: Tuning settings of the throughput comparison: "before" are the settings of tuning before
+#: adaptive measurement (fixed repeats, a 3x cutoff, builds not overlapped with runs, a model
+#: fit and plan every 32 trials), "after" the defaults. Both run on this code (the first call's
+#: stop and the standby runner process apply to both): to compare with older code, run
+#: `throughput` on a checkout of it, alternately with this one.
+THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
+    "before": {"runner": {"number": 3, "repeat": 2, "min_repeat_ms": 20, "relative_cutoff": 3.0,
+                          "ci_target": 0.0},
+               "nice": 0, "overlap": False, "refit_every": None},
+    "after": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
+              "nice": 10, "overlap": None, "refit_every": 64},
+}
+
+
+def _throughput_run(task: autotune.Task, trials: int, variant: dict[str, Any]
+                    ) -> tuple[_Timed, float, XGBTuner]:
+    """One tuning run with the settings of `variant`: its timing, model seconds and tuner."""
+    tuner = XGBTuner(task, seed=0, refit_every=variant["refit_every"])
     model_seconds = 0.0
     for method in ("next_batch", "update"):
         inner = getattr(tuner, method)
@@ -310,13 +325,31 @@ def throughput(trials: int, template: str) -> None:
             return out
 
         setattr(tuner, method, timed)
-    run = _timed_tune(tuner, trials, _option())
-    wall, m = run.wall, run.measurer
-    done = tuner.trial_count  # fewer than asked when the space is smaller
-    print(f"{template}: tune(trials={trials}) measured {done} configs (space {len(task.config_space)})"
-          f" in {wall:.1f} s ({wall / done * 1e3:.0f} ms/trial); best {tuner.best_flops:.1f} GFLOP/s")
-    print(f"per trial: build {m.build_seconds / done * 1e3:.0f} ms (worker time, in parallel), "
-          f"run {m.run_seconds / done * 1e3:.0f} ms, model {model_seconds / done * 1e3:.0f} ms")
+    option = autotune.measure_option(
+        autotune.LocalBuilder(timeout=20, nice=variant["nice"]),
+        autotune.LocalRunner(**variant["runner"]), overlap=variant["overlap"])
+    return _timed_tune(tuner, trials, option), model_seconds, tuner
+
+
+def throughput(trials: int, template: str, compare: bool = False, rounds: int = 1) -> None:
+    """Wall time per trial of the "after" settings, or with `compare` of "before" and "after"
+    in `rounds` rounds, alternately (side by side: the machine's load drifts)."""
+    name, args = THROUGHPUT_TASKS[template]
+    task = autotune.create_task(name, args)
+    variants = list(THROUGHPUT_VARIANTS) if compare else ["after"]
+    print(f"{template}: space {len(task.config_space)}, tune(trials={trials}) per run")
+    print(f"{'round':>5s} {'settings':9s}{'trials/s':>9s}{'ms/trial':>9s}{'build':>7s}{'run':>7s}"
+          f"{'model':>7s}{'slow':>6s}{'best GFLOP/s':>13s}")
+    for r in range(rounds if compare else 1):
+        for v in variants if r % 2 == 0 else variants[::-1]:
+            run, model_seconds, tuner = _throughput_run(task, trials, THROUGHPUT_VARIANTS[v])
+            m, done = run.measurer, tuner.trial_count  # fewer than asked for a small space
+            print(f"{r:5d} {v:9s}{done / run.wall:9.2f}{run.wall / done * 1e3:9.0f}"
+                  f"{m.build_seconds / done * 1e3:7.0f}{m.run_seconds / done * 1e3:7.0f}"
+                  f"{model_seconds / done * 1e3:7.0f}{m.slow_count:6d}{tuner.best_flops:13.1f}",
+                  flush=True)
+    print("ms per trial: build is worker time (in parallel, overlapped in 'after'), run the "
+          "runner's wall time, model proposing and learning; slow: configs cut short")
 
 
 def _local_cluster(builders: int) -> tuple[Any, Any]:
@@ -416,6 +449,9 @@ def main() -> None:
     parser.add_argument("--dask", action="store_true",
                         help="throughput through DaskBuilder/DaskRunner against the local path")
     parser.add_argument("--builders", type=int, default=1)
+    parser.add_argument("--compare", action="store_true",
+                        help="throughput: the settings before and after adaptive measurement, "
+                             "alternately, for --rounds runs")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -428,7 +464,7 @@ def main() -> None:
     elif args.dask:
         dask_overhead(args.trials, args.builders, args.rounds)
     elif args.what == "throughput":
-        throughput(args.trials, args.template)
+        throughput(args.trials, args.template, args.compare, args.rounds)
     else:
         model_quality(args.samples)
 

@@ -1,9 +1,12 @@
 """The model-based tuner: XGBoost cost model + simulated annealing + diverse batch picks.
 
 Glue between the narrow interfaces: features (`FeatureExtractor`), a `CostModel`, an `Explorer`.
-The first `plan_size` trials are random; afterwards, each time `plan_size` new measurements have
-arrived, the model is refitted and the explorer plans the next configs: its best
-`plan_size * diversity_filter_ratio` are thinned to a diverse `plan_size`. Each proposal is a random
+The first `plan_size` trials are random; afterwards, each time `refit_every` new measurements have
+arrived (or the plan has run out), the model is refitted and the explorer plans the next configs:
+its best `n * diversity_filter_ratio` are thinned to a diverse `n`, where n is the larger of
+`plan_size` and `refit_every`. Planning costs a lowering per new candidate the annealing visits
+(features of loop IR), far more than the fit itself, so planning every other batch halves the
+model's share of the tuning time. Each proposal is a random
 unvisited config with probability `eps` instead (so the model cannot get stuck in a corner).
 """
 
@@ -33,7 +36,8 @@ class XGBTuner(Tuner):
         task: the task.
         loss_type: "rank" (pairwise ranking) or "reg" (regression on throughput).
         feature_type: "itervar", "curve" or "knob" (see `autotune.features`).
-        plan_size: configs planned per model fit.
+        plan_size: random trials before the first fit, and the fewest configs planned per fit.
+        refit_every: new measurements between model fits (and plans); None: `plan_size`.
         diversity_filter_ratio: the explorer returns this many times `plan_size` candidates,
             then a diverse subset is kept (None or 1: keep the best).
         eps: probability of a random proposal.
@@ -45,8 +49,12 @@ class XGBTuner(Tuner):
     def __init__(self, task: Task, loss_type: str = "rank", feature_type: str = "itervar",
                  plan_size: int = 32, diversity_filter_ratio: float | None = 2.0,
                  eps: float = 0.05, model: CostModel | None = None,
-                 explorer: Explorer | None = None, seed: int | None = None):
+                 explorer: Explorer | None = None, seed: int | None = None,
+                 refit_every: int | None = 64):
         super().__init__(task, seed)
+        if refit_every is not None and refit_every < 1:
+            raise ValueError(f"refit_every must be >= 1, got {refit_every}")
+        self.refit_every = refit_every or plan_size
         self.loss_type = loss_type
         self.feature_type = feature_type
         self.feature_kind = feature_type if feature_type != "knob" else None
@@ -99,7 +107,7 @@ class XGBTuner(Tuner):
             self.ys.append(1.0 / res.mean if res.ok and res.mean > 0 else 0.0)
         self._since_fit += len(inputs)
         enough = len(self.ys) >= min(self.plan_size, max(8, len(self.space) // 4))
-        if enough and (self._since_fit >= self.plan_size or not self._plan):
+        if enough and (self._since_fit >= self.refit_every or not self._plan):
             self._fit_and_plan()
 
     def _learn_features(self, features: dict[int, np.ndarray]) -> None:
@@ -138,13 +146,14 @@ class XGBTuner(Tuner):
         if start_from is not None:  # a few chains continue from the fastest configs measured
             order = np.argsort(-np.asarray(self.ys), kind="stable")[:_SEED_CHAINS]
             start_from(self.xs_index[k] for k in order if self.ys[k] > 0)
+        size = max(self.plan_size, self.refit_every)
         ratio = self.diversity_filter_ratio or 1.0
-        wanted = int(self.plan_size * ratio)
+        wanted = int(size * ratio)
         candidates = self.explorer.find_maximums(self._score, wanted, self.visited)
-        if ratio > 1.0 and len(candidates) > self.plan_size:
+        if ratio > 1.0 and len(candidates) > size:
             scores = self._score(np.asarray(candidates, dtype=np.int64))
-            candidates = diverse_pick(self.space, candidates, scores, self.plan_size)
-        self._plan = candidates[: self.plan_size]
+            candidates = diverse_pick(self.space, candidates, scores, size)
+        self._plan = candidates[:size]
 
     # -- transfer learning ----------------------------------------------------------------------
 
