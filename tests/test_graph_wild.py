@@ -126,3 +126,13 @@ def test_torch_compile_with_a_data_dependent_graph_break() -> None:
         for shift in (-1.0, 1.0):  # both branches
             x = torch.randn(1, 3, 7, 11, generator=torch.Generator().manual_seed(3)) + shift
             np.testing.assert_allclose(compiled(x).numpy(), f(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ("regnet_y", "llama"))
+def test_avx2_build(name: str) -> None:
+    """The AVX2 path (blocked group convolutions; attention and RMSNorm) on the same models."""
+    module, inputs = wild_models.get(name)
+    with torch.no_grad():
+        expected = _leaves(module(*inputs))
+    g = tg.from_torch(module, inputs)
+    _check(tg.build(g, target="llvm -mcpu=haswell")(**_feed(g, inputs)), expected)
