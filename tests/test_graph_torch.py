@@ -320,6 +320,8 @@ def test_reductions_and_math(fn):
     nn.Upsample(scale_factor=2, mode="nearest"), nn.Upsample(size=(7, 5), mode="nearest"),
     nn.Upsample(scale_factor=2, mode="bilinear"), nn.Upsample((5, 9), mode="bilinear"),
     nn.Upsample((5, 9), mode="bilinear", align_corners=True),
+    nn.Upsample((1, 9), mode="bilinear"), nn.Upsample((2, 1), mode="bilinear"),
+    nn.Upsample((1, 1), mode="bicubic"), nn.Upsample((7, 2), mode="bicubic"),
 ])
 def test_resizing(resize):
     needs("resize2d")

@@ -1241,7 +1241,7 @@ def _upsample_nearest2d(im: _Importer, x: Value, output_size: Any, *scales: Any)
 @_converter("aten.upsample_bilinear2d", "aten.upsample_bicubic2d")
 def _upsample_linear2d(im: _Importer, x: Value, output_size: Any, align_corners: bool,
                        *scales: Any) -> Value:
-    mode = "align_corners" if align_corners else "pytorch_half_pixel"
+    mode = "align_corners" if align_corners else "half_pixel"
     method = "cubic" if "bicubic" in im.current else "linear"
     extra = {"cubic_coeff_a": -0.75} if method == "cubic" else {}
     return im.op("resize2d", x, size=_resize_size(im, x, scales), method=method,
