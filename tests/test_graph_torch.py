@@ -322,10 +322,17 @@ def test_reductions_and_math(fn):
     nn.Upsample((5, 9), mode="bilinear", align_corners=True),
     nn.Upsample((1, 9), mode="bilinear"), nn.Upsample((2, 1), mode="bilinear"),
     nn.Upsample((1, 1), mode="bicubic"), nn.Upsample((7, 2), mode="bicubic"),
+    nn.Upsample(scale_factor=1.5, mode="nearest"),
 ])
 def test_resizing(resize):
     needs("resize2d")
     check(resize, (1, 2, 3, 4), rtol=1e-4)
+
+
+@pytest.mark.parametrize("size", [(4, 4), (5, 3), (14, 1)])
+def test_nearest_downsampling_reads_pytorchs_pixels(size):
+    """14 -> 4 reads rows 0, 3, 7, 10 in PyTorch (ONNX's asymmetric mode would read 6)."""
+    check(nn.Upsample(size, mode="nearest"), (1, 2, 14, 13))
 
 
 def sdpa_inputs(heads: int, kv_heads: int, length: int = 5, keys: int = 7,

@@ -1215,14 +1215,21 @@ def _select_scatter(im: _Importer, x: Value, src: Value, dim: int, index: int) -
 # -- resizing ------------------------------------------------------------------------------------
 
 
+def _scale_factors(scales: Sequence[Any]) -> list:
+    """The scale factors of an upsample overload (one list argument, or one per axis; empty
+    when none is given)."""
+    factors = [s for s in scales if s is not None]
+    if len(factors) == 1 and isinstance(factors[0], (list, tuple)):
+        return list(factors[0])
+    return factors
+
+
 def _resize_size(im: _Importer, x: Value, scales: Sequence[Any]) -> tuple[int, int]:
     """The output size; a scale factor given with it must be out / in (PyTorch maps coordinates
     by a given scale factor, resize2d by the sizes)."""
     _four_d(x)
     size = im.out_shape()[2:]
-    factors = [s for s in scales if s is not None]
-    factors = list(factors[0]) if len(factors) == 1 and isinstance(factors[0], (list, tuple)) \
-        else factors
+    factors = _scale_factors(scales)
     for factor, n_in, n_out in zip(factors, shape_of(x)[2:], size):
         require(factor is None or math.isclose(float(factor), n_out / n_in),
                 f"scale factor {factor} other than output / input size ({n_out} / {n_in})")
@@ -1231,11 +1238,24 @@ def _resize_size(im: _Importer, x: Value, scales: Sequence[Any]) -> tuple[int, i
 
 @_converter("aten.upsample_nearest2d")
 def _upsample_nearest2d(im: _Importer, x: Value, output_size: Any, *scales: Any) -> Value:
-    """PyTorch's nearest reads source pixel floor(dst * in / out) (the scale from the sizes; a
-    given scale factor s reads floor(dst / s), the same for the integer factors it is used
-    with)."""
-    return im.op("resize2d", x, size=_resize_size(im, x, scales), method="nearest",
-                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    """PyTorch's nearest reads source pixel floor(dst * s) with s = in / out in float32 (1 / the
+    scale factor when one is given). ONNX's asymmetric mode divides by out / in instead, which
+    picks another pixel where the quotient rounds below an integer (14 -> 4 reads 6, not 7), so
+    static sizes gather the rows and columns PyTorch reads."""
+    _four_d(x)
+    size = im.out_shape()[2:]
+    if not all(isinstance(d, int) for d in (*shape_of(x)[2:], *size)):
+        return im.op("resize2d", x, size=_resize_size(im, x, scales), method="nearest",
+                     coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    factors = _scale_factors(scales)
+    y = x
+    for k, (n_in, n_out) in enumerate(zip(shape_of(x)[2:], size)):
+        step = np.float32(1.0 / float(factors[k])) if factors and factors[k] else \
+            np.float32(n_in) / np.float32(n_out)
+        index = np.floor(np.arange(n_out, dtype=np.float32) * step).astype("int64")
+        if n_in != n_out or np.any(index != np.arange(n_out)):
+            y = im.op("take", y, np.minimum(index, n_in - 1), axis=2 + k)
+    return y
 
 
 @_converter("aten.upsample_bilinear2d", "aten.upsample_bicubic2d")
