@@ -64,6 +64,7 @@ def _vision(name: str) -> tuple[torch.nn.Module, tuple]:
 
 
 def _text(name: str, seq: int) -> tuple[torch.nn.Module, tuple]:
+    _torchvision()  # transformers imports it when present
     import transformers as T
 
     size = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
