@@ -131,6 +131,8 @@ def symbolic_bounds(e: Expr, relax: Mapping[Var, tuple[Expr, Expr]]) -> tuple[Ex
         return None if inner is None else (cast(inner[0], e.dtype), cast(inner[1], e.dtype))
     if not isinstance(e, Binary) or not e.dtype.is_integer:
         return None if _mentions(e, relax) else (e, e)
+    if not _mentions(e, relax):  # a point: one expression, so that readers see lo is hi
+        return e, e
     a = symbolic_bounds(e.a, relax)
     b = symbolic_bounds(e.b, relax)
     if a is None or b is None:
