@@ -66,7 +66,11 @@ class AutoTask(Task):
     Attributes:
         workload_name: the workload's registered (or derived) name.
         auto: the template function (`AutoSchedule`).
+        default_tuner: what `autotune.tune` uses when given no tuner: evolutionary search
+            (annealing scores far more configs per plan, a lowering each, on sketch spaces).
     """
+
+    default_tuner = "evolutionary"
 
     def __init__(self, name: str, args: Sequence[Any], target: str | Target,
                  template: Template):
