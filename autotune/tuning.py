@@ -15,12 +15,13 @@ from .record import Record, load_records, log_to_file
 from .result import MeasureErrorNo, MeasureInput, MeasureResult, gflops
 from .space import ConfigEntity
 from .task import Task
-from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
+from .tuner import EvolutionaryTuner, GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
 from .tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP, Callback, MeasureFn, Verdict
 
 _TUNERS = {
     "xgb": XGBTuner,
     "xgb_knob": lambda task, seed=None: XGBTuner(task, feature_type="knob", seed=seed),
+    "evolutionary": EvolutionaryTuner,
     "ga": GATuner,
     "random": RandomTuner,
     "grid": GridSearchTuner,
@@ -89,15 +90,17 @@ class _FailureWatch:
                           + (f" ({count} of them with this message)" if count < total else ""))
 
 
-def _make_tuner(task: Task, tuner: str | Tuner, seed: int | None) -> Tuner:
+def _make_tuner(task: Task, tuner: str | Tuner | None, seed: int | None) -> Tuner:
     if isinstance(tuner, Tuner):
         return tuner
+    if tuner is None:
+        tuner = getattr(task, "default_tuner", "xgb")
     if tuner not in _TUNERS:
         raise ValueError(f"unknown tuner {tuner!r} (use one of {sorted(_TUNERS)} or a Tuner)")
     return _TUNERS[tuner](task, seed=seed)
 
 
-def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
+def tune(task: Task, trials: int = 1000, tuner: str | Tuner | None = None,
          log_file: str | os.PathLike[str] | None = None,
          measure_option: MeasureOption | MeasureFn | None = None,
          early_stopping: int | None = None, callbacks: Iterable[Callback] = (),
@@ -118,7 +121,9 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner = "xgb",
         task: from `autotune.create_task`.
         trials: the measurement budget of this task, counting those already in `log_file`
             (a rerun with the same log resumes instead of starting over).
-        tuner: "xgb" (default), "xgb_knob", "ga", "random", "grid", or a Tuner object.
+        tuner: "xgb", "xgb_knob", "evolutionary", "ga", "random", "grid", or a Tuner object;
+            None: the task's default, "xgb" for a template, "evolutionary" for an
+            auto-scheduled task (`task.default_tuner`).
         log_file: JSON-lines log to append to (and resume from, when it exists).
         measure_option: from `autotune.measure_option`, or a function `measure(inputs)`.
         early_stopping: stop after this many trials without improvement.
