@@ -36,8 +36,29 @@ def _model(nodes, inputs, outputs, inits):
     return model
 
 
-def test_qdq_model_from_quantize_static_matches_onnxruntime(tmp_path):
+def _quantize_static(tmp_path, model, batches: list) -> object:
+    """`model` quantized by onnxruntime's quantize_static (QDQ, per-channel int8 weights,
+    uint8 activations) calibrated on `batches`."""
     quantization = pytest.importorskip("onnxruntime.quantization")
+    onnx.save(model, tmp_path / "float.onnx")
+    feeds = iter(batches)
+
+    class Reader(quantization.CalibrationDataReader):
+        def get_next(self):
+            return next(feeds, None)
+
+    quantization.quantize_static(
+        str(tmp_path / "float.onnx"), str(tmp_path / "qdq.onnx"), Reader(),
+        quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+        activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8)
+    return onnx.load(tmp_path / "qdq.onnx")
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float((a * b).sum() / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_qdq_model_from_quantize_static_matches_onnxruntime(tmp_path):
     rng = np.random.default_rng(0)
     w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype("float32")
     b1 = (rng.standard_normal(8) * 0.1).astype("float32")
@@ -50,27 +71,15 @@ def test_qdq_model_from_quantize_static_matches_onnxruntime(tmp_path):
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
                    [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"),
                                                                (w2, "w2"))])
-    onnx.save(model, tmp_path / "float.onnx")
-    batches = iter([{"x": rng.standard_normal((1, 3, 8, 8)).astype("float32")}
-                    for _ in range(8)])
-
-    class Reader(quantization.CalibrationDataReader):
-        def get_next(self):
-            return next(batches, None)
-
-    quantization.quantize_static(
-        str(tmp_path / "float.onnx"), str(tmp_path / "qdq.onnx"), Reader(),
-        quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-        activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8)
-    qdq = onnx.load(tmp_path / "qdq.onnx")
+    qdq = _quantize_static(tmp_path, model, [{"x": rng.standard_normal((1, 3, 8, 8)).astype(
+        "float32")} for _ in range(8)])
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in qdq.graph.node}
     optimized = str(tg.passes.optimize(tg.from_onnx(qdq)))
     assert "conv2d_int8" in optimized and "dense_int8" in optimized
     x = rng.standard_normal((1, 3, 8, 8)).astype("float32")
     theirs = _session(qdq).run(None, {"x": x})[0]
     ours = _ours(qdq, {"x": x})
-    cosine = float((ours * theirs).sum() / np.linalg.norm(ours) / np.linalg.norm(theirs))
-    assert cosine >= 0.999
+    assert _cosine(ours, theirs) >= 0.999
     np.testing.assert_allclose(ours, theirs, atol=2 * float(np.abs(theirs).max()) / 255)
 
 
@@ -125,3 +134,60 @@ def test_qdq_gemm_with_a_data_zero_point_runs_int8(trans_b):
     theirs = _session(model).run(None, {"x": x})[0]
     ours = _ours(model, {"x": x})
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def _residual_cnn(channels: int, size: int) -> object:
+    """A ResNet-like float CNN: a 3x3 stem of `channels` (stride 2), max pooling, a residual
+    block of a 1x1 and a 3x3 convolution, global pooling and a Gemm classifier."""
+    rng = np.random.default_rng(3)
+    c = channels
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) * (2 / np.prod(shape[1:])) ** 0.5).astype("float32")
+
+    inits = {"w0": weight(c, 3, 3, 3), "w1": weight(c, c, 1, 1), "w2": weight(c, c, 3, 3),
+             "b0": rng.standard_normal(c).astype("float32") * 0.1,
+             "b1": rng.standard_normal(c).astype("float32") * 0.1,
+             "b2": rng.standard_normal(c).astype("float32") * 0.1,
+             "fc": weight(10, c), "fcb": np.zeros(10, "float32")}
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["pool"], kernel_shape=[3, 3], pads=[1] * 4,
+                              strides=[2, 2]),
+             helper.make_node("Conv", ["pool", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
+             helper.make_node("Add", ["c2", "pool"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                        [1, 3, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_qdq_residual_cnn_keeps_int8_activations_blocked(tmp_path, target):
+    """Between int8 convolutions the activations stay uint8 NCHW[x]c: no layout transform,
+    no float tensor; the result matches onnxruntime's int8 session."""
+    import tensorlang as tl
+
+    if "haswell" in target and not tl.Target("llvm")._has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    rng = np.random.default_rng(4)
+    size = 30  # 15 after the stem, 8 after pooling: widths that no tile divides evenly
+    qdq = _quantize_static(tmp_path, _residual_cnn(32, size), [
+        {"x": rng.standard_normal((1, 3, size, size)).astype("float32")} for _ in range(4)])
+    with tl.Target(target):
+        optimized = str(tg.passes.optimize(tg.from_onnx(qdq)))
+    assert optimized.count("conv2d_NCHWc_int8{") == 3
+    assert optimized.count("layout_transform{") == 1  # before the classifier
+    x = rng.standard_normal((1, 3, size, size)).astype("float32")
+    theirs = _session(qdq).run(None, {"x": x})[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = tg.build(tg.from_onnx(qdq), target=target)(x=x)[0]
+    assert _cosine(ours, theirs) >= 0.999
+    np.testing.assert_allclose(ours, theirs, atol=3 * float(np.abs(theirs).max()) / 255)

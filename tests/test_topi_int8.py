@@ -265,14 +265,63 @@ def test_int8_conv2d_is_exact(shape, zero_point, target):
     wt = rng.integers(-128, 128, (k, c, r, r)).astype("int8")
     result = np.zeros(tuple(int(d) for d in out.shape), "int32")
     f(a, wt, result)
+    np.testing.assert_array_equal(result, _conv_int8_reference(a, wt, zero_point, pad, stride))
+
+
+def _conv_int8_reference(a: np.ndarray, wt: np.ndarray, zero_point: int, pad: int,
+                         stride: int) -> np.ndarray:
+    """int64 NCHW convolution of (a - zero_point), the padding counting as the zero point."""
     padded = np.pad(a.astype(np.int64) - zero_point, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = result.shape[2:]
-    ref = np.zeros_like(result, dtype=np.int64)
+    r = wt.shape[2]
+    oh, ow = (padded.shape[2] - r) // stride + 1, (padded.shape[3] - r) // stride + 1
+    ref = np.zeros((a.shape[0], wt.shape[0], oh, ow), np.int64)
     for y in range(r):
         for x in range(r):
             window = padded[:, :, y:y + stride * oh:stride, x:x + stride * ow:stride]
             ref += np.einsum("nchw,kc->nkhw", window, wt[:, :, y, x].astype(np.int64))
-    np.testing.assert_array_equal(result, ref)
+    return ref
+
+
+@pytest.mark.parametrize("shape, zero_point", [
+    ((1, 16, 7, 7, 32, 1, 0, 1), 0),      # 1x1: the blocked input read as it is
+    ((1, 32, 9, 11, 48, 3, 1, 2), 3),     # padded, strided, a zero point
+    ((2, 8, 5, 13, 16, 3, 1, 1), 0),      # a block of 4 channels, 13 columns (prime)
+])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_int8_conv2d_blocked_with_requantize_epilogue(shape, zero_point, target):
+    """NCHW[x]c uint8 in, the requantization to uint8 fused into the blocked output."""
+    from topi.nn.conv2d_int8 import conv2d_NCHWc_int8
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    n, c, h, w, k, r, pad, stride = shape
+    block = 4 if c == 8 else 16
+    rng = np.random.default_rng(c + k)
+    a = rng.integers(0, 256, (n, c, h, w)).astype("uint8")
+    wt = rng.integers(-128, 128, (k, c, r, r)).astype("int8")
+    scale = rng.uniform(1e-4, 4e-4, k).astype("float32")
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tl.placeholder((n, c // block, h, w, block), "uint8", name="data")
+        kernel = tl.placeholder((k, c, r, r), "int8", name="kernel")
+        acc = conv2d_NCHWc_int8(data, kernel, stride, pad, 1, zero_point)
+        lanes = int(acc.shape[4])
+        blocked_scale = tl.placeholder((k // lanes, lanes), "float32", name="scale")
+        scaled = tl.compute(acc.shape, lambda b, o, y, x, i: acc[b, o, y, x, i].astype(
+            "float32") * blocked_scale[o, i], name="rescale", tag="elemwise")
+        out = topi.nn.qnn.quantize(scaled, 0.5, 10, out_dtype="uint8")
+        f = tl.build(schedule_conv2d_nchw_int8(out), [data, kernel, blocked_scale, out],
+                     target=target)
+    result = np.zeros(tuple(int(d) for d in out.shape), "uint8")
+    f(a.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2).copy(), wt,
+      scale.reshape(k // lanes, lanes), result)
+    ref = _conv_int8_reference(a, wt, zero_point, pad, stride).astype(np.float32) \
+        * scale[:, None, None]
+    ref = np.clip(np.rint(ref / np.float32(0.5)) + 10, 0, 255).astype("uint8")
+    oh, ow = ref.shape[2:]
+    blocked_ref = ref.reshape(n, k // lanes, lanes, oh, ow).transpose(0, 1, 3, 4, 2)
+    np.testing.assert_array_equal(result, blocked_ref)
 
 
 def test_conv2d_int8_template_configs_are_exact():

@@ -1,4 +1,5 @@
-"""Graph ops of quantization: quantize, dequantize, requantize and the int8 dense, each
+"""Graph ops of quantization: quantize, dequantize, requantize, the int8 dense and
+convolutions (NCHW, and NCHW[x]c in and out for models whose activations stay blocked), each
 registered once with its topi compute, x86 schedule and numpy reference (the pattern of
 `ops.py`). Scales and zero points are inputs (graph constants): one element per tensor, or one
 per channel along `axis`."""
@@ -8,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import nn, x86
+from ..nn.conv2d_int8 import conv2d_NCHWc_int8
+from ..nn.dense_int8 import int8_lanes
 from ..testing import qnn as ref
 from .ops import OpPattern, register_op
 
@@ -53,6 +56,25 @@ def _conv2d_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, paddi
 
 register_op("conv2d_int8", _conv2d_int8, x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
             tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"}, reference=_conv2d_int8_reference)
+def _conv2d_nchwc_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
+                                 dilation=1, data_zero_point=0, out_block=None) -> np.ndarray:
+    """The NCHW reference on the blocked data, its output in blocks of `out_block`."""
+    if data.ndim == 5:
+        n, blocks, h, w, block = data.shape
+        data = data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
+    out = _conv2d_int8_reference(data, kernel, stride, padding, dilation, data_zero_point)
+    n, k, oh, ow = out.shape
+    lanes = out_block or int8_lanes()
+    out = np.pad(out, ((0, 0), (0, -k % lanes), (0, 0), (0, 0)))
+    return np.ascontiguousarray(out.reshape(n, -1, lanes, oh, ow).transpose(0, 1, 3, 4, 2))
+
+
+register_op("conv2d_NCHWc_int8", lambda data, kernel, stride=1, padding=0, dilation=1,
+            data_zero_point=0, out_block=None: conv2d_NCHWc_int8(
+                data, kernel, stride, padding, dilation, data_zero_point, out_block),
+            x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
+            tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"},
+            reference=_conv2d_nchwc_int8_reference)
 register_op("dense_int8", lambda data, weight: nn.dense(data, weight, out_dtype="int32"),
             x86.schedule_dense, P.OUT_FUSABLE, tasks={"dense_int8": "dense_int8.x86"},
             reference=_dense_int8_reference)

@@ -1,13 +1,16 @@
-"""int8 conv2d: uint8 data (NCHW) with int8 kernels (OIHW) -> int32, on VNNI's blocked layouts.
+"""int8 conv2d: uint8 data with int8 kernels (OIHW) -> int32, on VNNI's blocked layouts.
 
-Inside, data is copied into NCHW[x]c with `ic_bn` channels per block (a multiple of 4) and the
-padding filled with the data's zero point; the kernel is blocked as
-(OC/oc_bn, IC/ic_bn, KH, KW, ic_bn/4, oc_bn, 4): for one (kh, kw) and 4 input channels, oc_bn
+The data is read in NCHW[x]c with `ic_bn` channels per block (a multiple of 4): NCHW data is
+copied into it, blocked data (a previous int8 convolution's output) is read as it is, and a copy
+fills the padding with the data's zero point only where there is padding. The kernel is blocked
+as (OC/oc_bn, IC/ic_bn, KH, KW, ic_bn/4, oc_bn, 4): for one (kh, kw) and 4 input channels, oc_bn
 output channels of 4 int8 each are one vector, the kernel operand of one `vpdpbusd` (oc_bn = the
 target's int32 lanes, 16 with AVX-512). The product stage (tag "conv2d_NCHWc_int8") computes
 NCHW[oc_bn]c int32 with five reduction axes (input channel block, kh, kw, groups of 4 within the
-block, the 4), so that its innermost (oc lane, channel of 4) is exactly the dot intrinsic; the
-output stage returns it to NCHW. Channels are padded with zeros to whole blocks.
+block, the 4), so that its innermost (oc lane, channel of 4) is exactly the dot intrinsic.
+`conv2d_NCHWc_int8` returns it blocked (a model keeps its int8 activations so, with the
+requantizing epilogue fused); `conv2d_nchw_int8` returns it to NCHW. Channels are padded with
+zeros to whole blocks.
 """
 
 from __future__ import annotations
@@ -27,76 +30,132 @@ def _ic_block(channels: int) -> int:
     return next(b for b in (16, 8, 4) if padded % b == 0)
 
 
-def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
-                     data_zero_point: int = 0, out_dtype: str = "int32") -> tl.Tensor:
-    """sum over (ic, kh, kw) of (data - data_zero_point) * kernel, uint8 data (N, C, H, W),
-    int8 kernel (K, C, R, S) -> int32 (N, K, OH, OW); padding counts as the zero point.
+def _pack_kernel(kernel: tl.Tensor, ic_bn: int, oc_bn: int) -> tl.Tensor:
+    """OIHW -> (OC/oc_bn, IC/ic_bn, KH, KW, ic_bn/4, oc_bn, 4), zeros past K and C."""
+    k, c, r, s = const_shape(kernel, "conv2d_int8: kernel")
 
-    The zero point is subtracted as a per-channel correction (zero point x the kernel's sums),
-    so the product stays uint8 x int8.
-
-    Raises:
-        ValueError: dtypes other than uint8 / int8 / int32, or channel counts that differ.
-    """
-    if data.dtype != "uint8" or kernel.dtype != "int8" or out_dtype != "int32":
-        raise ValueError(f"conv2d_nchw_int8: uint8 data, int8 kernel, int32 out; got "
-                         f"{data.dtype}, {kernel.dtype}, {out_dtype}")
-    n, c, h, w = const_shape(data, "conv2d_nchw_int8: data")
-    k, kc, r, s = const_shape(kernel, "conv2d_nchw_int8: kernel")
-    if kc != c:
-        raise ValueError(f"conv2d_nchw_int8: data has {c} channels, the kernel {kc}")
-    g = window_geometry("conv2d_nchw_int8", (h, w), (r, s), stride, padding, dilation)
-    (sh, sw), (dh, dw) = g.stride, g.dilation
-    top, left, bottom, right = g.pad
-    ic_bn, oc_bn = _ic_block(c), int8_lanes()
-    ic_chunks, oc_chunks = -(-c // ic_bn), -(-k // oc_bn)
-    hp, wp = h + top + bottom, w + left + right
-    zp = tl.const(data_zero_point, "uint8")
-
-    def pack_data(b, ico, y, x, ici):
-        ch, yy, xx = ico * ic_bn + ici, y - top, x - left
-        inside = (ch < c) & (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
-        value = data[b, tl.minimum(ch, c - 1), tl.minimum(tl.maximum(yy, 0), h - 1),
-                     tl.minimum(tl.maximum(xx, 0), w - 1)]
-        # Arithmetic, not a select: a select whose side reads memory branches per element.
-        fill = tl.if_then_else(ch < c, zp, tl.const(0, "uint8"))
-        keep = inside.astype("uint8")
-        return value * keep + fill * (tl.const(1, "uint8") - keep)
-
-    data_vec = tl.compute((n, ic_chunks, hp, wp, ic_bn), pack_data, name="data_vec",
-                          tag="injective,int8_data_pack")
-
-    def pack_kernel(oco, ico, y, x, icf, oci, ics):
+    def pack(oco, ico, y, x, icf, oci, ics):
         oc, ic = oco * oc_bn + oci, ico * ic_bn + icf * GROUP + ics
         value = kernel[tl.minimum(oc, k - 1), tl.minimum(ic, c - 1), y, x]
         return tl.if_then_else((oc < k) & (ic < c), value, tl.const(0, "int8"))
 
-    kernel_vec = tl.compute((oc_chunks, ic_chunks, r, s, ic_bn // GROUP, oc_bn, GROUP),
-                            pack_kernel, name="kernel_vec", tag="injective,kernel_pack")
-    ico = tl.reduce_axis((0, ic_chunks), name="ico")
-    ky = tl.reduce_axis((0, r), name="ky")
-    kx = tl.reduce_axis((0, s), name="kx")
-    icf = tl.reduce_axis((0, ic_bn // GROUP), name="icf")
-    ics = tl.reduce_axis((0, GROUP), name="ics")
+    return tl.compute((-(-k // oc_bn), -(-c // ic_bn), r, s, ic_bn // GROUP, oc_bn, GROUP),
+                      pack, name="kernel_vec", tag="injective,kernel_pack")
+
+
+def _pad_data(data: tl.Tensor, c: int, ic_bn: int, pad: tuple, zero_point: int) -> tl.Tensor:
+    """The data in NCHW[ic_bn]c with the spatial padding (and the channels past `c`) filled
+    with the zero point: a copy of NCHW data, or of blocked data that needs padding; blocked
+    data without padding is read as it is."""
+    top, left, bottom, right = pad
+    blocked = data.ndim == 5
+    if blocked and not any(pad):
+        return data
+    n, h, w = (int(data.shape[i]) for i in (0, 2, 3))
+    zp = tl.const(zero_point, "uint8")
+
+    def pack(b, ico, y, x, ici):
+        ch, yy, xx = ico * ic_bn + ici, y - top, x - left
+        inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+        yc, xc = tl.minimum(tl.maximum(yy, 0), h - 1), tl.minimum(tl.maximum(xx, 0), w - 1)
+        if blocked:
+            value, fill = data[b, ico, yc, xc, ici], zp
+        else:
+            inside = inside & (ch < c)
+            value = data[b, tl.minimum(ch, c - 1), yc, xc]
+            # Channels past c meet zero weights: any value; the zero point keeps the
+            # correction (zero point x the kernel's sums) exact as well.
+            fill = tl.if_then_else(ch < c, zp, tl.const(0, "uint8"))
+        # Arithmetic, not a select: a select whose side reads memory branches per element.
+        keep = inside.astype("uint8")
+        return value * keep + fill * (tl.const(1, "uint8") - keep)
+
+    return tl.compute((n, -(-c // ic_bn), h + top + bottom, w + left + right, ic_bn), pack,
+                      name="data_vec", tag="injective,int8_data_pack")
+
+
+def conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
+                      data_zero_point: int = 0, out_block: int | None = None) -> tl.Tensor:
+    """sum over (ic, kh, kw) of (data - data_zero_point) * kernel -> int32 NCHW[oc_bn]c
+    (N, ceil(K/oc_bn), OH, OW, oc_bn), oc_bn = `out_block` (by default the current target's
+    int32 lanes, what the dot intrinsic needs); channels past K are 0.
+
+    data is uint8 NCHW (N, C, H, W) or NCHW[b]c (N, C/b, H, W, b) with b a multiple of 4 (what
+    a previous int8 convolution's requantized output is, so a model's activations stay blocked
+    from one convolution to the next); the kernel is int8 OIHW (K, C, R, S). Padding counts as
+    the zero point, which is subtracted as a per-channel correction (zero point x the
+    kernel's sums) so that the product stays uint8 x int8.
+
+    Raises:
+        ValueError: dtypes other than uint8 / int8, channel counts that differ, a block that
+            is not a multiple of 4.
+    """
+    if data.dtype != "uint8" or kernel.dtype != "int8":
+        raise ValueError(f"conv2d_NCHWc_int8: uint8 data and an int8 kernel; got "
+                         f"{data.dtype}, {kernel.dtype}")
+    if data.ndim not in (4, 5):
+        raise ValueError(f"conv2d_NCHWc_int8: data must be NCHW or NCHW[b]c, got shape "
+                         f"{tuple(data.shape)}")
+    shape = const_shape(data, "conv2d_NCHWc_int8: data")
+    n, h, w = shape[0], shape[2], shape[3]
+    c = shape[1] * shape[4] if data.ndim == 5 else shape[1]
+    if data.ndim == 5 and shape[4] % GROUP:
+        raise ValueError(f"conv2d_NCHWc_int8: a data block of {shape[4]} channels is not a "
+                         f"multiple of {GROUP}")
+    k, kc, r, s = const_shape(kernel, "conv2d_NCHWc_int8: kernel")
+    if kc != c:
+        raise ValueError(f"conv2d_NCHWc_int8: data has {c} channels, the kernel {kc}")
+    g = window_geometry("conv2d_NCHWc_int8", (h, w), (r, s), stride, padding, dilation)
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    ic_bn = shape[4] if data.ndim == 5 else _ic_block(c)
+    oc_bn = out_block or int8_lanes()
+    if oc_bn != int8_lanes():
+        raise ValueError(f"conv2d_NCHWc_int8: an output block of {oc_bn} channels on a target "
+                         f"whose int32 vectors have {int8_lanes()} lanes")
+    data_vec = _pad_data(data, c, ic_bn, g.pad, data_zero_point)
+    kernel_vec = _pack_kernel(kernel, ic_bn, oc_bn)
+    reduce = [tl.reduce_axis((0, extent), name=name) for extent, name in
+              ((-(-c // ic_bn), "ico"), (r, "ky"), (s, "kx"), (ic_bn // GROUP, "icf"),
+               (GROUP, "ics"))]
+    ico, ky, kx, icf, ics = reduce
     conv = tl.compute(
-        (n, oc_chunks, g.out_h, g.out_w, oc_bn),
+        (n, -(-k // oc_bn), g.out_h, g.out_w, oc_bn),
         lambda b, oco, y, x, oci: tl.sum(
             data_vec[b, ico, y * sh + ky * dh, x * sw + kx * dw, icf * GROUP + ics].astype("int32")
-            * kernel_vec[oco, ico, ky, kx, icf, oci, ics].astype("int32"),
-            axis=[ico, ky, kx, icf, ics]),
+            * kernel_vec[oco, ico, ky, kx, icf, oci, ics].astype("int32"), axis=reduce),
         name="conv2d_NCHWc_int8", tag=TAG,
         attrs={"workload": ((n, c, h, w), (k, c, r, s), g.stride, g.pad, g.dilation,
                             data_zero_point)})
-    if data_zero_point:
-        # (x - zp) * w summed = x * w summed - zp * (sum of w over ic, kh, kw) per channel.
-        # Summed from the blocked kernel (zeros where padded), which a graph packs beforehand.
-        axes = [tl.reduce_axis((0, extent), name=f"r{i}") for i, extent in
-                enumerate((ic_chunks, r, s, ic_bn // GROUP, GROUP))]
-        kernel_sum = tl.compute((k,), lambda o: tl.sum(kernel_vec[
-            o // oc_bn, axes[0], axes[1], axes[2], axes[3], o % oc_bn, axes[4]].astype("int32"),
-            axis=axes), name="kernel_sum")
-        return tl.compute((n, k, g.out_h, g.out_w), lambda b, o, y, x: conv[
-            b, o // oc_bn, y, x, o % oc_bn] - kernel_sum[o] * data_zero_point,
-            name="conv2d_int8_out", tag="injective")
-    return tl.compute((n, k, g.out_h, g.out_w), lambda b, o, y, x: conv[
-        b, o // oc_bn, y, x, o % oc_bn], name="conv2d_int8_out", tag="injective")
+    if not data_zero_point:
+        return conv
+    # (x - zp) * w summed = x * w summed - zp * (sum of w over ic, kh, kw) per channel.
+    # Summed from the blocked kernel (zeros where padded), which a graph packs beforehand.
+    extents = [int(kernel_vec.shape[i]) for i in (1, 2, 3, 4, 6)]
+    axes = [tl.reduce_axis((0, e), name=f"r{i}") for i, e in enumerate(extents)]
+    kernel_sum = tl.compute(
+        kernel_vec.shape[:1] + (oc_bn,),
+        lambda oco, oci: tl.sum(kernel_vec[oco, axes[0], axes[1], axes[2], axes[3], oci,
+                                           axes[4]].astype("int32"), axis=axes),
+        name="kernel_sum")
+    return tl.compute(conv.shape, lambda b, oco, y, x, oci: conv[b, oco, y, x, oci]
+                      - kernel_sum[oco, oci] * data_zero_point,
+                      name="conv2d_int8_zero_point", tag="injective")
+
+
+def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
+                     data_zero_point: int = 0, out_dtype: str = "int32") -> tl.Tensor:
+    """sum over (ic, kh, kw) of (data - data_zero_point) * kernel, uint8 data (N, C, H, W),
+    int8 kernel (K, C, R, S) -> int32 (N, K, OH, OW); padding counts as the zero point:
+    `conv2d_NCHWc_int8` with its output returned to NCHW.
+
+    Raises:
+        ValueError: dtypes other than uint8 / int8 / int32, or channel counts that differ.
+    """
+    if out_dtype != "int32" or data.ndim != 4:
+        raise ValueError(f"conv2d_nchw_int8: NCHW data and an int32 out_dtype; got shape "
+                         f"{tuple(data.shape)}, {out_dtype}")
+    blocked = conv2d_NCHWc_int8(data, kernel, stride, padding, dilation, data_zero_point)
+    lanes = int(blocked.shape[4])
+    n, _, out_h, out_w, _ = (int(d) for d in blocked.shape)
+    return tl.compute((n, int(kernel.shape[0]), out_h, out_w), lambda b, o, y, x: blocked[
+        b, o // lanes, y, x, o % lanes], name="conv2d_int8_out", tag="injective")

@@ -1,16 +1,21 @@
-"""x86 schedule and tuning template of the int8 conv2d (`topi.nn.conv2d_nchw_int8`).
+"""x86 schedule and tuning template of the int8 conv2d (`topi.nn.conv2d_nchw_int8`,
+`topi.nn.conv2d_int8.conv2d_NCHWc_int8`).
 
 The product stage (NCHW[oc_bn]c int32) is register-blocked: `tile_ow` output columns x
-`tile_oc` channel blocks accumulate in a local buffer computed per block; inside, the reduction
-runs over input-channel blocks, kh, kw and groups of 4 channels, and each (column, channel
-block) pair is one tensorized dot of 4 (`dot_int8`: VNNI, or the exact fallback). Blocks run in
-parallel over (batch, channel blocks, rows); the data and kernel copies into their blocked
-layouts run in parallel too. Fallback: the widest column tile that divides the output width
-with at most 28 accumulators (24 for the non-VNNI sequence, 12 with 16 registers).
+`tile_oc` channel blocks accumulate in registers per block; inside, the reduction runs over
+input-channel blocks, kh, kw and groups of 4 channels, and each (column, channel block) pair is
+one tensorized dot of 4 (`dot_int8`: VNNI, or the exact fallback). Blocks run in parallel over
+rows, or over channel blocks where the kernel is larger than the image (`channels_outer`). A
+blocked output computes its epilogue (requantization, residual add) from the register block and
+stores vectors; an NCHW one is unpacked from the stored product. The data and kernel copies
+into their blocked layouts run in parallel too. Fallback: the widest column tile that divides
+the output width with at most 28 accumulators (24 for the non-VNNI sequence, 12 with 16
+registers).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import autotune
@@ -18,7 +23,7 @@ import tensorlang as tl
 from tensorlang.schedule import AttachKind
 
 from ..nn.conv2d_int8 import TAG, conv2d_nchw_int8
-from .common import fuse_parallel, static_extent
+from .common import compute_chain_at, fuse_parallel, static_extent
 from .config import schedule_tagged
 from .tensor_intrin import dot_int8, int8_dot_kind
 
@@ -29,12 +34,18 @@ def _accumulators() -> int:
     return 28 if int8_dot_kind() != "maddubs" else 24
 
 
-def _define_space(cfg, out_w: int, oc_chunks: int) -> None:
+def _define_space(cfg, out_w: int, oc_chunks: int, kernel_bytes: int, data_bytes: int) -> None:
     widths = [d for d in range(1, min(out_w, 32) + 1) if out_w % d == 0]
     blocks = [b for b in (1, 2, 4) if oc_chunks % b == 0]
     cfg.define_knob("tile_ow", widths)
     cfg.define_knob("tile_oc", blocks)
+    cfg.define_knob("channels_outer", [False, True])
     if cfg.is_fallback:
+        # Rows outermost read the whole kernel once per output row: where the kernel is the
+        # larger operand (deep layers: 512 x 512 x 3 x 3 is 2.4 MB, the 7 x 7 image 25 KB) the
+        # channel blocks go outermost instead, and each block's filters stay in the L2 cache
+        # while it runs over the rows.
+        cfg.fallback_knob("channels_outer", kernel_bytes > data_bytes)
         budget = _accumulators()
         best = max(((w * b, w, b) for w in widths for b in blocks if w * b <= budget))
         cfg.fallback_knob("tile_ow", best[1])
@@ -43,35 +54,59 @@ def _define_space(cfg, out_w: int, oc_chunks: int) -> None:
         cfg.raise_error("register block larger than the register file")
 
 
-def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tensor) -> None:
-    """Schedule the int8 product stage `conv` (see the module docstring); `out` is the output
-    (the NCHW unpacking, or an epilogue after it)."""
-    data_vec, kernel_vec = conv.op.input_tensors
-    _, oc_chunks, _, out_w, lanes = (static_extent(a) for a in conv.op.axis)
-    _define_space(cfg, out_w, oc_chunks)
-    tile_ow, tile_oc = cfg["tile_ow"].val, cfg["tile_oc"].val
-
-    d = s[data_vec]
-    b, ico, y, _, ici = d.op.axis
-    fuse_parallel(s, data_vec, [b, ico, y])
-    d.unroll(ici)
-    if isinstance(kernel_vec.op, tl.ComputeOp) and s[kernel_vec].attach is not AttachKind.INLINE:
-        s[kernel_vec].parallel(s[kernel_vec].op.axis[0])  # else packed beforehand (a graph's)
-    for t in out.op.input_tensors:
-        if getattr(t.op, "name", "") == "kernel_sum":
-            s[t].compute_root()
-
-    local = s.cache_write(conv, "local")
-    c = s[conv]
+def _tile_blocked(s: tl.Schedule, t: tl.Tensor, tile_ow: int, tile_oc: int,
+                  channels_outer: bool):
+    """Tile the NCHW[x]c stage `t` into register blocks of tile_oc channel vectors x tile_ow
+    columns, rows or channel blocks outermost and in parallel; the loop under which one block
+    is computed."""
+    c = s[t]
     b, oco, y, x, oci = c.op.axis
     oco_o, oco_i = c.split(oco, factor=tile_oc)
     xo, xi = c.split(x, factor=tile_ow)
-    # Rows in parallel, alone: a fused parallel loop would hide the block's position from the
-    # bounds of its local buffer behind divisions, and the accumulators would stay in memory.
-    c.reorder(b, y, oco_o, xo, oco_i, xi, oci)
+    # One loop in parallel, alone: a fused parallel loop would hide the block's position from
+    # the bounds of its local buffer behind divisions, and the accumulators would stay in memory.
+    outer = (oco_o, y) if channels_outer else (y, oco_o)
+    c.reorder(b, *outer, xo, oco_i, xi, oci)
     c.vectorize(oci)
-    c.parallel(y)
-    s[local].compute_at(c, xo)
+    c.parallel(outer[0])
+    return xo
+
+
+def _size(t: tl.Tensor) -> int:
+    return math.prod(int(d) for d in t.shape)
+
+
+def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tensor) -> None:
+    """Schedule the int8 product stage `conv` (see the module docstring); `out` is the output:
+    `conv` itself, a blocked epilogue (requantization, residual add) computed from the register
+    block, or the NCHW unpacking with its epilogue."""
+    data_vec, kernel_vec = conv.op.input_tensors
+    _, oc_chunks, _, out_w, lanes = (static_extent(a) for a in conv.op.axis)
+    _define_space(cfg, out_w, oc_chunks, _size(kernel_vec), _size(data_vec))
+    tile = cfg["tile_ow"].val, cfg["tile_oc"].val, cfg["channels_outer"].val
+
+    if isinstance(data_vec.op, tl.ComputeOp):  # else blocked data read as it is
+        d = s[data_vec]
+        b, ico, y, _, ici = d.op.axis
+        fuse_parallel(s, data_vec, [b, ico, y])
+        if len(data_vec.op.input_tensors[0].shape) == 5:
+            d.vectorize(ici)  # blocked data padded: contiguous channels
+        else:
+            d.unroll(ici)
+    if isinstance(kernel_vec.op, tl.ComputeOp) and s[kernel_vec].attach is not AttachKind.INLINE:
+        s[kernel_vec].parallel(s[kernel_vec].op.axis[0])  # else packed beforehand (a graph's)
+    for stage in s.stages:
+        if stage.op.name == "kernel_sum":
+            stage.compute_root()
+
+    blocked_out = out.op is not conv.op and len(out.shape) == 5
+    if blocked_out:  # the epilogue computed from each register block, stored as vectors
+        xo = _tile_blocked(s, out, *tile)
+        compute_chain_at(s, out, conv, xo)
+        local = conv
+    else:
+        local = s.cache_write(conv, "local")
+        s[local].compute_at(s[conv], _tile_blocked(s, conv, *tile))
 
     g = s[local]
     gb, goc, gy, gx, goci = g.op.axis
@@ -83,7 +118,7 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     g.unroll(gx)
 
     o = s[out]
-    if out.op is not conv.op:  # NCHW, with the epilogue: rows as vectors (gathered reads)
+    if out.op is not conv.op and not blocked_out:  # NCHW, with the epilogue: rows as vectors
         ob, oc, oy, ox = o.op.axis
         # The channels of one block together: their rows gather from the same cache lines of
         # the blocked product (one channel at a time re-read each line 16 times: 64 -> 256
@@ -93,7 +128,6 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
         fuse_parallel(s, out, [ob, oco, oy])
         _, ox_lanes = o.split(ox, factor=lanes)
         o.vectorize(ox_lanes)
-
 
 
 def schedule_conv2d_nchw_int8(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -110,7 +144,9 @@ def conv2d_int8_template(cfg, data_shape, kernel_shape, stride, padding, dilatio
     data = tl.placeholder(data_shape, "uint8", name="data")
     kernel = tl.placeholder(kernel_shape, "int8", name="kernel")
     out = conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
-    conv = next(t for t in out.op.input_tensors if getattr(t.op, "tag", "") == TAG)
+    conv = out
+    while conv.op.tag != TAG:  # through the unpacking and the zero point's correction
+        conv = conv.op.input_tensors[0]
     s = tl.create_schedule(out.op)
     schedule_conv2d_int8_with(cfg, s, conv, out)
     n, _, h, w = (static_extent(a) for a in out.op.axis)

@@ -4,7 +4,7 @@ A QDQ model computes a quantized convolution as conv2d(dequantize(x_q), dequanti
 arithmetic on values that are integers times scales. With uint8 activations (one scale and zero
 point) and int8 weights (zero zero points, a scale per output channel or one), it equals
 
-    dequantize(conv2d_int8(x_q, W_q, data_zero_point=zp_x), scale = s_x * s_w, axis=1)
+    float(conv2d_int8(x_q, W_q, data_zero_point=zp_x)) * (s_x * s_w per channel)
 
 exactly up to float rounding: an int8 kernel (VNNI where the target has it) whose output stage
 rescales to float, into which the bias, ReLU and the next QuantizeLinear fuse as before. dense
@@ -84,8 +84,11 @@ def quantize_ops(g: Graph) -> Graph:
                 acc = out.subtract(acc, out.constant(rows, f"{node.name}__zp"))
         else:
             return None
-        rescale = out.constant((scale * weight[1]).astype(np.float32), f"{node.name}__rescale")
-        return out.apply("dequantize", acc, rescale, out.constant(np.zeros((), np.int32), f"{node.name}__zero"),
-                         axis=1, name=node.name)
+        # The dequantization as a multiply by a constant shaped to broadcast along the
+        # channels, which the layout passes re-lay-out like any bias.
+        rescale = (scale * weight[1]).astype(np.float32).reshape(
+            (1, -1) + (1,) * (len(node.shape) - 2))
+        return out.multiply(out.apply("cast", acc, dtype="float32", name=f"{node.name}__float"),
+                            out.constant(rescale, f"{node.name}__rescale"), name=node.name)
 
     return rewrite(g, visit)
