@@ -18,6 +18,7 @@ from .dead_code import remove_dead_nodes
 from .fold_batch_norm import fold_batch_norm
 from .fold_constants import fold_constants
 from .fuse_ops import fuse_ops
+from .int8_layout import int8_layout
 from .plan_memory import MemoryPlan, plan_memory
 from .quantize_ops import quantize_ops
 
@@ -30,6 +31,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     # Batch norms after convolutions disappear into the weights and a bias.
     ("fold_batch_norm", fold_batch_norm),
+    # int8 convolutions in NCHW[x]c, their requantized uint8 activations kept so between them.
+    ("int8_layout", int8_layout),
     # Convolutions in NCHW[x]c for the current target, the layout kept between them.
     ("alter_layout", alter_layout),
     # What the folds and the layout change orphaned (the unfolded and unpacked weights, the
@@ -52,6 +55,7 @@ def optimize(g: Graph, verbose: bool = False,
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "optimize",
+    "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "int8_layout",
+    "optimize",
     "plan_memory", "quantize_ops", "remove_dead_nodes",
 ]
