@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import tensorlang as tl
 
 from .common import generic_schedule
+from .rows import schedule_rows
 
 
 def schedule_injective(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -18,8 +19,10 @@ def schedule_injective(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
 
 
 def schedule_reduce(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
-    """Schedule ops built from reductions: pooling, softmax, layer_norm."""
-    return generic_schedule(outs)
+    """Schedule ops built from reductions: pooling, softmax, layer_norm. Reductions along the
+    trailing axes (softmax, layer_norm, a mean over the last axis) run row by row
+    (`rows.schedule_rows`)."""
+    return schedule_rows(outs) or generic_schedule(outs)
 
 
 # One public name per op, as TVM's topi exposes them; they share the two schedules above.
