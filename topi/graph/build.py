@@ -99,9 +99,10 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         if verbose:
             print(plan)
         arena, buffers = _arena_views(optimized, plan)
+        # A concatenation in place is written by its producers: it has no kernel.
+        ops = [n for n in optimized.ops if n.name not in plan.in_place]
         steps = [Step(node.name, op_label(node), kernel, _arguments(node, weights, buffers))
-                 for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack,
-                                                       untuned)]
+                 for node, kernel, weights in _kernels(ops, tgt, cache_dir, prepack, untuned)]
     _warn_untuned(untuned, log_file)
     return Module(optimized, plan, steps, arena, buffers, tgt)
 
@@ -132,7 +133,7 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
         buckets = log_buckets(autotune.load_records(log_file)) if log_file is not None else {}
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
         steps, operands, serial, variants = [], [], [], []
-        for node, kernel, weights in _kernels(optimized, tgt, cache_dir, prepack, untuned):
+        for node, kernel, weights in _kernels(optimized.ops, tgt, cache_dir, prepack, untuned):
             steps.append(Step(node.name, op_label(node), kernel, []))
             operands.append(node_operands(node, weights))
             variants.append(bucket_kernels(node, kernel.key, buckets, prepack, tgt, cache_dir))
@@ -183,13 +184,13 @@ def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]
     return arena, views
 
 
-def _kernels(optimized: Graph, tgt: tl.Target, cache_dir: Any, prepack: bool,
+def _kernels(ops: Sequence[Node], tgt: tl.Target, cache_dir: Any, prepack: bool,
              untuned: dict[str, tuple[str, tuple]]
              ) -> Iterator[tuple[Node, Any, dict[int, np.ndarray]]]:
-    """Each op node of `optimized` with its compiled kernel and its pre-packed weights (by input
+    """Each of the op nodes `ops` with its compiled kernel and its pre-packed weights (by input
     index); workloads on fallback configs are noted in `untuned`."""
     packed: dict[tuple[str, int], np.ndarray] = {}
-    for node in optimized.ops:
+    for node in ops:
         spec = kernel_spec(node, prepack)
         key = spec.key(str(tgt), compiler_version())
         kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,

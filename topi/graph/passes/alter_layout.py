@@ -4,9 +4,11 @@ Each convolution, grouped convolution and depthwise convolution whose weight is 
 becomes its NCHW[x]c form (`conv2d_NCHWc`, `group_conv2d_NCHWc`, `depthwise_conv2d_NCHWc`, with
 the weight packed here, by numpy), and its result stays blocked through what reads it channel by
 channel: elementwise ops (relu, clip, ...), broadcast ops whose other operands are constants or
-blocked values of the same shape (a bias add, a residual add), and pooling. A `layout_transform`
-is inserted only where a value crosses into or out of the blocked world: at a graph input, before
-an op without NCHW[x]c support (reshape, dense, concatenate, ...) and at the graph outputs, which
+blocked values of the same shape (a bias add, a residual add), batch norms with constant
+parameters (as a multiply and an add), channel concatenations whose inputs all take one block of
+at least half a vector, and pooling. A `layout_transform` is inserted only where a value crosses
+into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
+(reshape, dense, ...) and at the graph outputs, which
 keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
 A grouped convolution takes the blocks of a dense one (groups narrower than a block share it, no
 channel is padded; wider ones span several blocks), or half-vector blocks where its groups are an
@@ -103,6 +105,10 @@ class _Rewriter:
             new = self.pool(old, inputs)
         elif old.op == "bias_add":
             new = self.bias_add(old, inputs)
+        elif old.op == "batch_norm":
+            new = self.batch_norm(old, inputs)
+        elif old.op == "concatenate":
+            new = self.concatenate(old, inputs)
         elif old.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
             new = self.elementwise(old, inputs)
         else:
@@ -198,6 +204,40 @@ class _Rewriter:
         return self.blocked_op(old, "add", [data, self.constant(bias,
                                                                _relayout(value, value.size,
                                                                          block))], block)
+
+    def batch_norm(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        """A batch norm that no convolution absorbed (a pre-activation one, as in DenseNet) on a
+        blocked value: a multiply and an add by re-laid-out constants, so that it stays blocked
+        and fuses with its neighbours like any broadcast op."""
+        data, *params = inputs
+        block = self.block.get(data)
+        if not block or old.attrs.get("axis", 1) != 1 or len(old.shape) != 4 \
+                or any(p.kind is not NodeKind.CONSTANT for p in params):
+            return None
+        gamma, beta, mean, var = (p.value.astype(np.float64) for p in params)
+        scale = gamma / np.sqrt(var + old.attrs.get("epsilon", 1e-5))
+        channels = old.shape[1]
+        factors = [_relayout(v.astype(old.dtype).reshape(1, -1, 1, 1), channels, block)
+                   for v in (scale, beta - mean * scale)]
+        scaled = self.out.apply("multiply", data, self.constant(params[0], factors[0]),
+                                name=self.out.unique_name(f"{old.name}_scale"))
+        self.block[scaled] = block
+        return self.blocked_op(old, "add", [scaled, self.constant(params[1], factors[1])], block)
+
+    def concatenate(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        """A channel concatenation with a blocked input, in the blocked layout (a concatenation
+        of the blocks), in the largest block that divides every input's channels (at least half
+        a vector; else it stays NCHW): the branches of an Inception module and DenseNet's growing
+        feature map never go through NCHW."""
+        blocks = [self.block[i] for i in inputs if i in self.block]
+        if not blocks or len(old.shape) != 4 or old.attrs.get("axis") not in (1, -3):
+            return None
+        lanes = self.lanes(old)
+        block = min(*blocks, *(channel_block(i.shape[1], lanes) for i in old.inputs))
+        if block < lanes // 2:
+            return None
+        return self.blocked_op(old, "concatenate", [self.as_block(i, block) for i in inputs],
+                               block, axis=1)
 
     def elementwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         """An elementwise or broadcast op with a blocked input, on the NCHW value's shape:

@@ -7,7 +7,8 @@ layer_norm) takes its elementwise tail, and the elementwise ops before it (its s
 them into its reads); elementwise, broadcast and injective ops chain with each other (the
 injective schedule inlines them into one loop nest). Each group of two or more ops becomes one
 "fused" node whose body is a Graph of its ops; the group's strongest op (by OpPattern) is its
-anchor, whose schedule the kernel uses.
+anchor, whose schedule the kernel uses. A concatenation that the memory plan computes in place
+(`concat_in_place`) joins no group: its producers write into its buffer and it runs no kernel.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from ..graph import FUSED, Graph, Node, NodeKind
 from ..ops import OpPattern
 from .common import copy_node
+from .concat_in_place import concat_slices
 
 P = OpPattern
 _ELEMENTWISE = (P.ELEMWISE, P.BROADCAST)
@@ -38,11 +40,12 @@ def _groups(g: Graph) -> dict[Node, list[Node]]:
     """Each op node's group (shared lists) in graph order: a chain along single readers."""
     users = g.consumers()
     outputs = set(g.outputs)
+    alone = concat_slices(g).in_place
     group: dict[Node, list[Node]] = {}
     for node in g.ops:
-        for producer in node.inputs:
+        for producer in () if node in alone else node.inputs:
             members = group.get(producer)
-            if members is None or members[-1] is not producer:
+            if members is None or members[-1] is not producer or producer in alone:
                 continue
             strongest = max(m.pattern for m in members)
             joins = (
