@@ -112,7 +112,8 @@ def pool2d(
         return inside, tuple(read)
 
     if pool_type == "max":
-        lowest = tl.const(float("-inf"), data.dtype)
+        info = tl.const(0, data.dtype).dtype  # integers (uint8 activations): their minimum
+        lowest = tl.const(float("-inf") if info.is_float else info.min_value(), data.dtype)
 
         def fmax(*index: Expr) -> Expr:
             inside, read = window(index)
