@@ -54,8 +54,7 @@ def _starts(inputs: Sequence[Node]) -> list[int]:
     return [sum(i.nbytes for i in inputs[:k]) for k in range(len(inputs))]
 
 
-def _where(concat: Node, starts: list[int],
-           alias: dict[Node, tuple[Node, int]]) -> tuple[Node, int, bool] | None:
+def _where(concat: Node, alias: dict[Node, tuple[Node, int]]) -> tuple[Node, int, bool] | None:
     """(root, byte offset, whether its unplaced inputs may be placed) of `concat`'s buffer.
 
     A concatenation that another one already placed owns its slice there; one whose inputs are
@@ -76,14 +75,15 @@ def _where(concat: Node, starts: list[int],
 def concat_slices(g: Graph) -> Slices:
     """The concatenations of `g` that can be computed in place, and the slices their inputs
     then occupy (see the module docstring). Consumers come before producers (reverse graph
-    order), so a concatenation of concatenations places the inner ones first."""
+    order): a concatenation of concatenations gives each inner one its slice first, and the
+    inner one then places its own inputs inside that slice."""
     alias: dict[Node, tuple[Node, int]] = {}
     in_place: set[Node] = set()
     for concat in reversed(g.ops):
         if not _contiguous(concat):
             continue
         starts = _starts(concat.inputs)
-        where = _where(concat, starts, alias)
+        where = _where(concat, alias)
         if where is None:
             continue
         root, base, places = where
