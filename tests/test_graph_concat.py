@@ -6,6 +6,7 @@ on awkward channel counts, batch 1 and 3, AVX-512 and AVX2."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -173,38 +174,55 @@ def test_inception_branches_write_their_slices(target: str, widths: tuple[int, .
         assert _nchw_round_trips(m) == 1
 
 
+def _nested() -> tg.Graph:
+    """a and b in two concatenations, in opposite orders; one nested in another."""
+    g = tg.Graph()
+    x = g.input("x", (1, 4, 5, 5))
+    a, b, c = (g.relu(g.add(x, float(k)), name=n) for k, n in enumerate("abc"))
+    first = g.concatenate([b, a], axis=1, name="first")
+    inner = g.concatenate([a, b], axis=1, name="inner")
+    g.output(first, g.concatenate([inner, g.exp(c, name="e")], axis=1, name="outer"))
+    return g
+
+
+def _nested_outputs(value: np.ndarray) -> list[np.ndarray]:
+    a, b, c = (np.maximum(value + k, 0) for k in range(3))
+    return [np.concatenate([b, a], 1), np.concatenate([a, b, np.exp(c)], 1)]
+
+
 def test_values_wanted_in_two_places_keep_a_copy(rng: np.random.Generator) -> None:
     """A value in two unrelated concatenations lives in the later one's buffer; the other is a
     copy kernel. Nested concatenations share one buffer, and no two values alive together
     overlap unless one is a slice of the other."""
-    g = tg.Graph()
-    x = g.input("x", (1, 4, 5, 5))
-    a, b, c = (g.relu(g.add(x, float(k)), name=n) for k, n in enumerate("abc"))
-    first = g.concatenate([b, a], axis=1, name="first")  # a and b the other way round
-    inner = g.concatenate([a, b], axis=1, name="inner")
-    outer = g.concatenate([inner, g.exp(c, name="e")], axis=1, name="outer")
-    g.output(first, outer)
+    g = _nested()
     fused = fuse_ops(g)
     plan = plan_memory(fused)
     assert plan.in_place == {"inner", "outer"}
+    assert fused.node("first").op == "concatenate"  # a copy kernel
     assert [plan.buffers[n].inside for n in ("a", "b", "inner", "e")] == ["outer"] * 4
     size = 4 * 25 * 4
     assert [plan.buffers[n].offset - plan.buffers["outer"].offset
             for n in ("a", "b", "inner", "e")] == [0, size, 0, 2 * size]
-    assert fused.node("first").op == "concatenate"  # a copy kernel
     buffers = list(plan.buffers.values())
     for k, p in enumerate(buffers):
         for q in buffers[k + 1:]:
             related = {p.inside, p.name} & {q.inside, q.name}
             apart = p.offset + p.size <= q.offset or q.offset + q.size <= p.offset
             assert apart or related or not (p.start <= q.end and q.start <= p.end), (p, q)
-    m = tg.build(g)
     value = rng.uniform(-2, 2, (1, 4, 5, 5)).astype("float32")
-    got = m(x=value)
-    want = [np.maximum(value + k, 0) for k in range(3)]
-    np.testing.assert_allclose(got[0], np.concatenate([want[1], want[0]], 1), rtol=1e-5)
-    np.testing.assert_allclose(got[1], np.concatenate([want[0], want[1], np.exp(want[2])], 1),
-                               rtol=1e-5)
+    for got, want in zip(tg.build(g)(x=value), _nested_outputs(value), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_exported_library_runs_without_the_concatenation_kernels(
+        rng: np.random.Generator, tmp_path: Path) -> None:
+    m = tg.build(_nested())
+    assert [s.name for s in m.steps if "concatenate" in s.op] == ["first"]
+    m.export_library(tmp_path / "nested.so")
+    value = rng.uniform(-2, 2, (1, 4, 5, 5)).astype("float32")
+    for got, want in zip(tg.load_module(tmp_path / "nested.so")(x=value),
+                         _nested_outputs(value), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 def test_symbolic_plans_keep_every_kernel() -> None:
