@@ -36,6 +36,7 @@ from ..nn.dense_int8 import BF16_TAG
 from ..nn.dense_int8 import TAG as INT8_TAG
 from .config import schedule_tagged, template_schedule
 from .dense_int8 import schedule_dense_int8_with
+from .symbolic_gemm import is_symbolic_gemm, schedule_symbolic_gemm_with
 
 GEMM_TAGS = {"dense": "dense.x86", "matmul": "matmul.x86", "batch_matmul": "batch_matmul.x86"}
 
@@ -129,17 +130,13 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     if m == 1 and len(axes) == 2 and gemm.op.tag == "dense":
         schedule_gemv_with(cfg, s, gemm, out, packed)
         return
-    extents = [static_extent(a) for a in axes[:-2]] + [n]
-    columns = None if None in extents else math.prod(extents)
+    if is_symbolic_gemm(gemm):
+        _define_space(cfg, m, n, k, lanes, rows is not None, None)
+        schedule_symbolic_gemm_with(cfg, s, gemm, out, packed, rows)
+        return
+    columns = math.prod([static_extent(a) for a in axes[:-2]] + [n])
     _define_space(cfg, m, n, k, lanes, rows is not None, columns)
-
-    if None in (n, k) or None in extents:
-        # tensorlang cannot yet bound an intermediate buffer whose extent is a symbolic
-        # ceil-division, so with dynamic shapes the panels are read through the original layout
-        # (a symbolic M alone leaves the panels of B static: they are packed, or pre-packed).
-        s[packed].compute_inline()
-    else:
-        _schedule_pack(s, packed)
+    _schedule_pack(s, packed)
     if rows is not None:
         if cfg["pack_rows"].val:
             _schedule_pack(s, rows)
@@ -152,7 +149,7 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     *batch, i, j = o.op.axis
     i_outer, i_inner = cfg["tile_y"].apply(s, out, i)
     j_outer, j_inner = cfg["tile_x"].apply(s, out, j)
-    blocks = None if columns is None else columns // cfg["tile_x"].size[-1]
+    blocks = columns // cfg["tile_x"].size[-1]
     group = cfg["col_group"].val
     if not _groups_fit(blocks, group):
         cfg.raise_error(f"a column group of {group} leaves too few parallel chunks")
@@ -161,17 +158,11 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
         j_outer, j_block = o.split(j_outer, factor=group)
         grouped.append(j_block)
     o.reorder(*batch, j_outer, i_outer, *grouped, i_inner, j_inner)
-    if blocks is not None and (blocks >= MIN_PARALLEL_CHUNKS or m is None):
-        # (A symbolic M: a fused row loop would be a symbolic ceil-division, whose blocks
-        # tensorlang cannot bound yet; the column blocks alone are parallel.)
+    if blocks >= MIN_PARALLEL_CHUNKS:
         # The row-block loop stays serial, so the loop partitioner can peel a last partial
         # block: its guards would otherwise sit in the hot loop and spill accumulators. With a
         # column group, each chunk's blocks come from the group's loop inside the row loop.
         fuse_parallel(s, out, [*batch, j_outer])
-        block_loop = grouped[0] if grouped else i_outer
-    elif m is None or n is None:  # symbolic rows or columns: parallel over the batch only
-        if batch:
-            fuse_parallel(s, out, batch)
         block_loop = grouped[0] if grouped else i_outer
     else:
         block_loop = fuse_parallel(s, out, [*batch, j_outer, i_outer])
@@ -186,9 +177,8 @@ def schedule_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor) -> 
     gj_outer, gj_lanes = g.split(gj, factor=lanes)
     g.reorder(*g_batch, k_outer, k_inner, gi, gj_outer, gj_lanes)
     g.vectorize(gj_lanes)
-    for block in (gj_outer, gi):
-        if static_extent(block) is not None:  # symbolic M or N leave these unbounded
-            g.unroll(block)
+    g.unroll(gj_outer)
+    g.unroll(gi)
     g.unroll(k_inner)
 
 
