@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from ..graph import Graph
 from .alter_layout import alter_layout
 from .dead_code import remove_dead_nodes
+from .fold_activations import fold_activations
 from .fold_batch_norm import fold_batch_norm
 from .fold_constants import fold_constants
 from .fuse_ops import fuse_ops
@@ -31,6 +32,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     # Batch norms after convolutions disappear into the weights and a bias.
     ("fold_batch_norm", fold_batch_norm),
+    # Activations spelt as products (x * sigmoid(x), GELU's erf form) become one op each.
+    ("fold_activations", fold_activations),
     # int8 convolutions in NCHW[x]c, their requantized uint8 activations kept so between them.
     ("int8_layout", int8_layout),
     # Convolutions in NCHW[x]c for the current target, the layout kept between them.
