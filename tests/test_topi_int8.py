@@ -352,3 +352,17 @@ def test_qnn_quantize_rounds_ties_to_even():
     xt = tl.placeholder(x.shape, "float32", name="x")
     q = _run(qnn.quantize(xt, 1.0, 0, axis=0, out_dtype="int8"), [xt], [x])
     np.testing.assert_array_equal(q, [0, 2, 2, 0, -2, -2, 0, 3, 127, -128])
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "int16", "int32"])
+def test_qnn_quantize_rounds_ties_to_even_at_every_width(out_dtype):
+    """8/16-bit outputs round by adding and subtracting 1.5 * 2^23 after a clamp; int32 rounds
+    exactly: halves, large values and values past the clamp agree with numpy."""
+    from topi.nn import qnn
+    from topi.testing.qnn import quantize_python
+
+    x = np.array([1000.5, 1001.5, -1000.5, 254.5, 255.5, 4194303.5, 4194304.0, 3e7, -3e7,
+                  8388609.0, 0.49999997], "float32")
+    xt = tl.placeholder(x.shape, "float32", name="x")
+    q = _run(qnn.quantize(xt, 1.0, 3, axis=0, out_dtype=out_dtype), [xt], [x])
+    np.testing.assert_array_equal(q, quantize_python(x, 1.0, 3, axis=0, out_dtype=out_dtype))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import tensorlang as tl
+
 from .. import nn, x86
 from ..nn.conv2d_int8 import conv2d_NCHWc_int8
 from ..nn.dense_int8 import int8_lanes
@@ -35,12 +37,24 @@ def _dense_int8_reference(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return (data.astype(np.int64) @ weight.astype(np.int64).T).astype(np.int32)
 
 
+def _dequantize_add(x, q, scale, zero_point, axis=1):
+    dq = nn.qnn.dequantize(q, scale, zero_point, axis)
+    return tl.compute(x.shape, lambda *i: x[i] + dq[i], name="dequantize_add", tag="elemwise")
+
+
+def _dequantize_add_reference(x, q, scale, zero_point, axis=1) -> np.ndarray:
+    return (x + ref.dequantize_python(q, scale, zero_point, axis)).astype(x.dtype)
+
+
 register_op("quantize", _quantize, x86.schedule_injective, P.ELEMWISE,
             reference=ref.quantize_python)
 register_op("dequantize", _dequantize, x86.schedule_injective, P.ELEMWISE,
             reference=ref.dequantize_python)
 register_op("requantize", _requantize, x86.schedule_injective, P.ELEMWISE,
             reference=ref.requantize_python)
+#: x + dequantize(q): a residual add reading its 8-bit shortcut (passes.quantize_ops).
+register_op("dequantize_add", _dequantize_add, x86.schedule_injective, P.ELEMWISE,
+            reference=_dequantize_add_reference)
 def _conv2d_int8(data, kernel, stride=1, padding=0, dilation=1, data_zero_point=0):
     return nn.conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
 
