@@ -105,6 +105,8 @@ class _Matcher:
 def fold_activations(g: Graph) -> Graph:
     """`g` with SiLU, Hardswish and GELU written out as products folded into `silu`,
     `hard_swish` and `gelu` nodes (named as the products were); the ops they replace go."""
+    # Readers are counted among live nodes: an earlier pass may leave dead readers behind.
+    g = remove_dead_nodes(g)
     matcher = _Matcher(g)
     out = Graph()
     mapped: dict[Node, Node] = {}
