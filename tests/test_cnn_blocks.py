@@ -119,3 +119,13 @@ def test_folded_activation_runs_in_the_conv_kernel(rng: np.random.Generator, tar
 def test_pipeline_folds_before_layouts() -> None:
     names = [name for name, _ in PIPELINE]
     assert names.index("fold_activations") < names.index("alter_layout")
+
+
+def test_dead_readers_do_not_block_the_fold(rng: np.random.Generator) -> None:
+    """Readers that no output needs (left behind by an earlier pass) do not count."""
+    g = tg.Graph()
+    x = g.input("data", (6, 10))
+    gate = g.sigmoid(x)
+    g.reshape(gate, (60,))  # dead
+    g.output(g.multiply(x, gate))
+    assert [n.op for n in fold_activations(g).ops] == ["silu"]
