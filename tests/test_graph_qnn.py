@@ -191,3 +191,63 @@ def test_qdq_residual_cnn_keeps_int8_activations_blocked(tmp_path, target):
         ours = tg.build(tg.from_onnx(qdq), target=target)(x=x)[0]
     assert _cosine(ours, theirs) >= 0.999
     np.testing.assert_allclose(ours, theirs, atol=3 * float(np.abs(theirs).max()) / 255)
+
+
+def _float_cnn(rng) -> tg.Graph:
+    """conv (3 -> 32, 3x3) + ReLU, conv (32 -> 48, 3x3, stride 2) + ReLU, global pooling,
+    dense to 10: odd sizes (13 x 13)."""
+    g = tg.Graph()
+    x = g.input("x", (1, 3, 13, 13))
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) * (2 / np.prod(shape[1:])) ** 0.5).astype("float32")
+
+    h = g.relu(g.bias_add(g.conv2d(x, g.constant(weight(32, 3, 3, 3)), padding=1),
+                          g.constant(rng.standard_normal(32).astype("float32") * 0.1)))
+    h = g.relu(g.conv2d(h, g.constant(weight(48, 32, 3, 3)), stride=2, padding=1))
+    h = g.reshape(g.global_avg_pool2d(h), (1, 48))
+    g.output(g.dense(h, g.constant(weight(10, 48))))
+    return g
+
+
+def _float_mlp(rng) -> tg.Graph:
+    """dense 61 -> 96 + ReLU, matmul 96 -> 33 + ReLU, dense 33 -> 7, batch 5."""
+    g = tg.Graph()
+    x = g.input("x", (5, 61))
+    h = g.relu(g.dense(x, g.constant(rng.standard_normal((96, 61)).astype("float32") * 0.2)))
+    h = g.relu(g.matmul(h, g.constant(rng.standard_normal((96, 33)).astype("float32") * 0.1)))
+    g.output(g.dense(h, g.constant(rng.standard_normal((7, 33)).astype("float32") * 0.2)))
+    return g
+
+
+@pytest.mark.parametrize("model, shape", [(_float_cnn, (1, 3, 13, 13)), (_float_mlp, (5, 61))],
+                         ids=["cnn", "mlp"])
+@pytest.mark.parametrize("method", ["minmax", "percentile"])
+def test_quantize_float_graph_matches_float_model(model, shape, method):
+    rng = np.random.default_rng(7)
+    g = model(rng)
+    calibration = [{"x": rng.standard_normal(shape).astype("float32")} for _ in range(8)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = tg.quantize(g, calibration, method=method)
+        optimized = str(tg.passes.optimize(q))
+        assert "dense_int8" in optimized
+        if model is _float_cnn:
+            assert optimized.count("conv2d_NCHWc_int8{") + optimized.count("conv2d_int8{") == 2
+        float_model, int8_model = tg.build(g), tg.build(q)
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype("float32")
+        assert _cosine(int8_model(x=x)[0], float_model(x=x)[0]) >= 0.99
+
+
+def test_quantize_names_bad_arguments():
+    g = _float_mlp(np.random.default_rng(0))
+    x = {"x": np.zeros((5, 61), "float32")}
+    with pytest.raises(ValueError, match="method"):
+        tg.quantize(g, [x], method="entropy")
+    with pytest.raises(ValueError, match="empty"):
+        tg.quantize(g, [])
+    with pytest.raises(ValueError, match=r"lacks the graph inputs \['x'\]"):
+        tg.quantize(g, [{"y": x["x"]}])
+    with pytest.raises(TypeError, match="Graph"):
+        tg.quantize("model.onnx", [x])
