@@ -13,11 +13,12 @@ from .graph import Graph, Node, NodeKind
 from .module import Module
 from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
 from .passes import optimize
+from .quantize import quantize
 from .tasks import extract_tasks
 from .tune import TuneResult, tune
 
 __all__ = [
     "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
     "build", "extract_tasks", "from_onnx", "from_torch", "get_op", "load_module", "optimize",
-    "passes", "register_op", "registered_ops", "tune",
+    "passes", "quantize", "register_op", "registered_ops", "tune",
 ]
