@@ -1,0 +1,83 @@
+"""Row-wise reductions (softmax, layer_norm, ...: `rows.py`) whose rows or row length are
+symbolic: a model's dynamic batch and sequence (an attention softmax is `seq` rows of `seq`).
+
+`rows.schedule_rows` wants static rows; without this, such a kernel took the generic schedule:
+one row per vector lane (reads strided by the row length) and a pass over the whole tensor
+per statistic, 1.7x slower than the static build's softmax and 3x its layer_norm. Here, as in
+`rows.py`, each row's statistics are reduced in one vector of lanes over the contiguous row (a
+symbolic row length ends in a masked vector) and its output is written right after; the row
+loops stay nested, the last one split into `rows.ROW_CHUNKS` parts, and the leading ones with
+those parts run as one parallel loop (serial in a module's small-size variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorlang as tl
+from tensorlang.visitor import structural_equal
+
+from . import rows
+from .common import as_tensor_list, fuse_parallel, parallel_pays, static_extent, traverse
+from .common import vector_lanes
+
+
+def schedule_symbolic_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
+    """The row schedule of `outs` when it is row-wise (`rows.py`) with a symbolic extent among
+    its rows or its row length, else None."""
+    outs = as_tensor_list(outs)
+    if len(outs) != 1:
+        return None
+    out = outs[0]
+    computes = rows._computes(out)
+    reductions = [op for op in computes if op.reduce_axis]
+    depths = {rows._row_depth(op) for op in reductions}
+    if not reductions or len(depths) != 1:
+        return None
+    (depth,) = depths
+    axes = list(out.op.axis)
+    if depth is None or depth == 0 or depth > len(axes) or out.op.reduce_axis:
+        return None
+    kept = rows._kept_axes(reductions[0])
+    if len(kept) != depth or not all(structural_equal(a.dom.extent, b.dom.extent)
+                                     for a, b in zip(axes, kept)):
+        return None
+    extents = [*axes, *(k for op in reductions for k in op.reduce_axis)]
+    if all(static_extent(a) is not None for a in extents):
+        return None  # rows.schedule_rows
+    s = tl.create_schedule(out.op)
+    traverse(s, [out], lambda op: None)
+    for op in computes:
+        if op is not out.op and not op.reduce_axis:
+            s[op].compute_inline()
+    o = s[out]
+    if axes[depth:]:
+        _, lanes = o.split(axes[-1], factor=vector_lanes(out.dtype))
+        o.vectorize(lanes)
+    *outer, row = axes[:depth]
+    if parallel_pays(out):
+        row_outer, row = o.split(row, nparts=rows.ROW_CHUNKS)
+        fuse_parallel(s, out, [*outer, row_outer])
+    for op in reductions:  # producers first: expsum reads maxelem
+        _reduce_in_lanes(s, op, o, row)
+    return s
+
+
+def _reduce_in_lanes(s: tl.Schedule, op: tl.ComputeOp, parent: tl.Stage,
+                     row: tl.IterVar) -> None:
+    """Compute reduction `op` per row at `row` of `parent`, first into one vector of partial
+    results over its contiguous innermost axis (rfactor; a symbolic length ends in a masked
+    vector)."""
+    stage = s[op]
+    tensor = op.output(0)
+    k = op.reduce_axis[-1]
+    lanes = vector_lanes(tensor.dtype)
+    if len(op.body[0].source) == 1 and (static_extent(k) or lanes) >= lanes:
+        _, k_lanes = stage.split(k, factor=lanes)
+        partial = s.rfactor(tensor, k_lanes, factor_axis=len(op.axis))
+        p = s[partial]
+        *data, lane = p.op.axis
+        p.reorder(*data, *p.op.reduce_axis, lane)
+        p.vectorize(lane)
+        p.compute_at(stage, stage.leaf_iter_vars[len(op.axis) - 1])
+    stage.compute_at(parent, row)
