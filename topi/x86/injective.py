@@ -11,6 +11,7 @@ import tensorlang as tl
 
 from .common import generic_schedule
 from .rows import schedule_rows
+from .symbolic_rows import schedule_symbolic_rows
 
 
 def schedule_injective(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -22,7 +23,7 @@ def schedule_reduce(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule ops built from reductions: pooling, softmax, layer_norm. Reductions along the
     trailing axes (softmax, layer_norm, a mean over the last axis) run row by row
     (`rows.schedule_rows`)."""
-    return schedule_rows(outs) or generic_schedule(outs)
+    return schedule_rows(outs) or schedule_symbolic_rows(outs) or generic_schedule(outs)
 
 
 # One public name per op, as TVM's topi exposes them; they share the two schedules above.
