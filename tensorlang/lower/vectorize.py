@@ -21,6 +21,7 @@ one location), or a buffer that is read at a different index than it is written.
 from __future__ import annotations
 
 from ..arith import INF, const_bounds, simplify, upper_bound
+from ..calls import Reinterpret
 from ..dtype import BOOL
 from ..expr import (
     Binary,
@@ -129,6 +130,10 @@ class _Vectorizer:
             return e if v is e.value else Not(v, e.dtype.with_lanes(_lanes(v)))
         if isinstance(e, Cast):
             return self._cast(e)
+        if isinstance(e, Reinterpret) and e.value.dtype.lanes == e.dtype.lanes == 1:
+            # Lane by lane (an int32 read as a float32): the vector of the same lanes.
+            v = self.expr(e.value)
+            return e if v is e.value else Reinterpret(v, e.dtype.with_lanes(_lanes(v)))
         if isinstance(e, Select):
             c, a, b = self.expr(e.cond), self.expr(e.true_value), self.expr(e.false_value)
             if c is e.cond and a is e.true_value and b is e.false_value:
