@@ -138,6 +138,12 @@ Converter = Callable[["_Importer", list, _Attrs], list]
 _CONVERTERS: dict[str, Converter] = {}
 
 
+def _op_key(node: Any) -> str:
+    """A node's converter: by op type in the default domain, "domain:OpType" in another
+    (onnxruntime's com.microsoft ops)."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+
+
 def _converter(*op_types: str) -> Callable[[Converter], Converter]:
     def register(fn: Converter) -> Converter:
         for op_type in op_types:
@@ -202,10 +208,8 @@ class _Importer(GraphWriter):
         anything: each with its count and first node."""
         missing: dict[str, list] = {}
         for k, node in enumerate(graph.node):
-            known = node.domain in ("", "ai.onnx") and node.op_type in _CONVERTERS
-            if not known:
-                op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") \
-                    else node.op_type
+            op = _op_key(node)
+            if op not in _CONVERTERS:
                 entry = missing.setdefault(op, [0, node.name or f"#{k}"])
                 entry[0] += 1
         if missing:
@@ -240,7 +244,7 @@ class _Importer(GraphWriter):
         return self.values[name]
 
     def _convert(self, node: Any) -> None:
-        converter = _CONVERTERS[node.op_type]  # _check_ops has vouched for every op
+        converter = _CONVERTERS[_op_key(node)]  # _check_ops has vouched for every op
         inputs = [self._value(name) if name else None for name in node.input]
         attrs = _Attrs(node)
         outputs = converter(self, inputs, attrs)
