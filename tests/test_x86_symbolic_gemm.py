@@ -87,3 +87,21 @@ def test_dense_with_symbolic_rows_and_a_fused_tail(target):
         got = np.empty((size, 35), "float32")
         f(xa, wa, ba, got)
         np.testing.assert_allclose(got, np.maximum(xa @ wa.T + ba, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_serial_variant_runs_on_the_calling_thread():
+    """The variant a symbolic module runs below the L2 size has no parallel loop."""
+    from topi.x86.common import symbolic_outputs_small
+
+    n = tl.var("n")
+    q, k = tl.placeholder((4, n, 8), name="q"), tl.placeholder((4, n, 8), name="k")
+    out = nn.batch_matmul(q, k)
+    assert "parallel" in str(tl.lower(x86.schedule_batch_matmul(out), [q, k, out]))
+    with symbolic_outputs_small():
+        s = x86.schedule_batch_matmul(out)
+    assert "parallel" not in str(tl.lower(s, [q, k, out]))
+    f = tl.build(s, [q, k, out])
+    qa, ka = np.ones((4, 3, 8), "float32"), np.full((4, 3, 8), 2, "float32")
+    got = np.empty((4, 3, 3), "float32")
+    f(qa, ka, got)
+    np.testing.assert_allclose(got, np.full((4, 3, 3), 16, "float32"))

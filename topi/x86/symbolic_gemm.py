@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorlang as tl
 
 from ..nn.dense import reads_a_run
-from .common import compute_chain_at, fuse_parallel, static_extent
+from .common import compute_chain_at, parallel_pays, static_extent
 
 
 def is_symbolic_gemm(gemm: tl.Tensor) -> bool:
@@ -32,7 +32,8 @@ def schedule_symbolic_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Te
     in `out`, its right operand's panels `packed` and its left operand's row panels `rows`
     (or None), with the knobs of `cfg` (defined by the caller): parallel over the (batch,
     column block) chunks, each packing its panels of the right operand and then running its
-    row blocks over them."""
+    row blocks over them. Serial within `common.symbolic_outputs_small` (the variant that a
+    symbolic module runs below the L2 size, where waking the threads costs more than it buys)."""
     *_, m, n = (static_extent(a) for a in gemm.op.axis)
     lanes = static_extent(packed.op.axis[-1])
     if rows is not None:  # static rows, a symbolic batch or K: no panel buffer to bound
@@ -46,7 +47,10 @@ def schedule_symbolic_gemm_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Te
     o.reorder(*batch, j_outer, i_outer, i_inner, j_inner)
     # (A symbolic column count makes the column-block loop a symbolic ceil-division, which
     # tensorlang cannot fuse and bound: then it stays serial inside the parallel batch.)
-    chunk = fuse_parallel(s, out, [*batch, j_outer] if n is not None else batch)
+    outer = [*batch, j_outer] if n is not None else batch
+    chunk = (o.fuse(*outer) if len(outer) > 1 else outer[0]) if outer else None
+    if chunk is not None and parallel_pays(out):  # (not in a module's serial variant)
+        o.parallel(chunk)
     _, j_lanes = o.split(j_inner, factor=lanes)
     o.vectorize(j_lanes)
 
