@@ -7,8 +7,9 @@ QLinearMatMul become the int8 dense (`dense_int8`: uint8 x int8 -> int32 on VNNI
 points subtracted where they are not zero, and a `requantize` epilogue for QLinearMatMul.
 
 QLinearConv and onnxruntime's com.microsoft QLinearAdd, QLinearGlobalAveragePool and QGemm
-are written as their QDQ equivalents (dequantize, the float op, quantize), which `passes.quantize_ops` runs as the int8 convolution with a
-requantizing epilogue and the add reading 8-bit operands, as for a QDQ model. ConvInteger runs
+are written as their QDQ equivalents (dequantize, the float op, quantize), which
+`passes.quantize_ops` runs as the int8 convolution with a requantizing epilogue and the add
+reading 8-bit operands, as for a QDQ model. ConvInteger runs
 as the int8 convolution where its data zero point is a constant and its weight a constant with
 zero zero points; DynamicQuantizeLinear computes its scale and zero point from the data's range
 at run time.
