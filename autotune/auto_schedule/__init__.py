@@ -10,7 +10,7 @@ and JSON-lines log tune like a template task (`task`); its records hold the trac
 
 from .registry import is_workload, resolve, workload
 from .sketch import SKETCH_RULES, SketchRule, SketchState, generate
-from .task import AutoSchedule, AutoTask, create_auto_task
+from .task import AutoSchedule, AutoTask, auto_template, create_auto_task
 from .trace import Trace, Tracer, TraceStep, replay
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Trace",
     "TraceStep",
     "Tracer",
+    "auto_template",
     "create_auto_task",
     "generate",
     "is_workload",

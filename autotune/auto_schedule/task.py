@@ -164,11 +164,26 @@ def create_auto_task(func_or_name: WorkloadFunc | str, args: Sequence[Any],
     """
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"create_task: args must be a tuple, got {type(args).__name__}")
+    template = auto_template(func_or_name, rules)
+    return AutoTask(template.name, args, target, template)
+
+
+def auto_template(func_or_name: WorkloadFunc | str,
+                  rules: Sequence[SketchRule] | None = None) -> Template:
+    """The template ("auto/<workload name>") that auto-schedules a workload with `rules`
+    (default: `SKETCH_RULES` as it is now), registered so that direct calls and
+    `autotune.query_config` find it by name; the registered one while its function and rules
+    are the same (it keeps its config spaces)."""
     wname, func = resolve(func_or_name)
     name = PREFIX + wname
-    template = Template(name, AutoSchedule(func, SKETCH_RULES if rules is None else rules))
-    _REGISTRY[name] = template  # direct calls (apply_history_best) find it by name
-    return AutoTask(name, args, target, template)
+    rules = tuple(SKETCH_RULES if rules is None else rules)
+    known = _REGISTRY.get(name)
+    if known is not None and isinstance(known.func, AutoSchedule) and \
+            known.func.workload_func is func and known.func.sketch_rules == rules:
+        return known
+    template = Template(name, AutoSchedule(func, rules))
+    _REGISTRY[name] = template
+    return template
 
 
 def _make_task(name: Any, args: Sequence[Any], target: str | Target) -> AutoTask | None:

@@ -1,8 +1,9 @@
 """Compiled kernels, cached in memory and on disk by what their code depends on.
 
-A kernel is keyed by its computation (ops, attrs, shapes), its tuning config, the target and
-the compiler version (a hash of the tensorlang, autotune and topi sources, llvmlite's version
-and the host CPU). The disk entry holds the optimised object code, the LLVM IR (for
+A kernel is keyed by its computation (ops, attrs, shapes), its tuning config (for a record of an
+auto-scheduled node: its template, index, knob values and sketch rules), the target and the
+compiler version (a hash of the tensorlang, autotune and topi sources, llvmlite's version and
+the host CPU). The disk entry holds the optimised object code, the LLVM IR (for
 export_library) and the kernel's signature; loading one links the object into an MCJIT engine
 without running LLVM's optimiser, so a warm build compiles nothing.
 """

@@ -2,7 +2,9 @@
 
 The bridge between the graph and tensorlang. A node (a registered op or a fused group) becomes
 placeholders for its inputs, the topi computes of its ops, and the schedule of its anchor op (the
-conv, dense or reduction that the elementwise tail was fused into).
+conv, dense or reduction that the elementwise tail was fused into). A node without a template
+whose auto-scheduled task has a record in the active tuning context is scheduled by the record's
+config instead (`auto_tasks`), over the compute its workload rebuilds.
 
 Weight pre-packing: the topi convolutions and GEMMs pack their weight inside the compute (a
 stage tagged "...kernel_pack" or "...panel_pack" reading only the weight). When that weight is a
@@ -21,12 +23,15 @@ from typing import Any
 
 import tensorlang as tl
 from autotune import FallbackConfig, query_config
+from autotune.space import ConfigEntity
+from autotune.task import Template
 from tensorlang.expr import TensorRead
 from tensorlang.schedule import AttachKind
 from tensorlang.tensor import ComputeOp
 from tensorlang.visitor import Mutator
 
 from ..symbolic import evaluate, is_symbolic
+from .auto_tasks import node_workload, schedule_tuned, tuned_config
 from .graph import FUSED, Node, NodeKind
 from .ops import OpDef, call_compute, find_workload, get_op
 
@@ -93,7 +98,9 @@ class KernelSpec:
         output: the output tensor.
         packs: the pre-packed weights.
         workload: (template, args) of the tunable stage, or None.
-        config: the config the schedule will use for it ("fallback", an index, or None).
+        config: the config the schedule will use for it ("fallback", an index, or None; for
+            an auto-scheduled record, its template, index, knob values and sketch rules).
+        auto: (template, config) of an auto-scheduled record that schedules the kernel.
     """
 
     node: Node
@@ -101,11 +108,15 @@ class KernelSpec:
     output: tl.Tensor
     packs: list[Pack]
     workload: tuple[str, tuple] | None
-    config: str | int | None
+    config: str | int | dict[str, Any] | None
     inline: list[tl.Tensor] = field(default_factory=list)
+    auto: tuple[Template, ConfigEntity] | None = None
 
     def schedule(self) -> tl.Schedule:
-        """The anchor op's x86 schedule, with the identity reads of pre-packed weights inlined."""
+        """The anchor op's x86 schedule, with the identity reads of pre-packed weights inlined
+        (or the auto-scheduled record's schedule)."""
+        if self.auto is not None:
+            return schedule_tuned(*self.auto, self.params)
         s = anchor_op(self.node).schedule([self.output])
         for t in self.inline:
             s[t].compute_inline()
@@ -143,6 +154,10 @@ def kernel_spec(node: Node, prepack: bool = True) -> KernelSpec:
         raise ValueError(f"node {node!r} ({node.op}) is not an op and has no kernel")
     inputs = [tl.placeholder(i.shape, i.dtype, name=f"in{k}") for k, i in enumerate(node.inputs)]
     output = node_compute(node, inputs)
+    if find_workload(output, anchor_op(node).tasks) is None:
+        tuned = tuned_config(node)
+        if tuned is not None:
+            return _auto_spec(node, *tuned)
     params: list[tl.Tensor] = list(inputs)
     packs: list[Pack] = []
     inline: list[tl.Tensor] = []
@@ -165,6 +180,18 @@ def kernel_spec(node: Node, prepack: bool = True) -> KernelSpec:
         found = query_config(*workload)
         config = "fallback" if isinstance(found, FallbackConfig) else found.index
     return KernelSpec(node, [*params, output], output, packs, workload, config, inline)
+
+
+def _auto_spec(node: Node, template: Template, args: tuple[str],
+               config: ConfigEntity) -> KernelSpec:
+    """The kernel of an untemplated node scheduled by its auto-scheduled record: the
+    workload's own tensors (no pre-packing: there is no template layout), keyed by the
+    record's config and the sketch rules that interpret it."""
+    tensors = node_workload(args[0])
+    key = {"auto": template.name, "index": config.index, "knobs": config.to_json()["knobs"],
+           "rules": [r.name for r in template.func.sketch_rules]}
+    return KernelSpec(node, tensors, tensors[-1], [], (template.name, args), key,
+                      auto=(template, config))
 
 
 def _materialised_packs(node: Node, out: tl.Tensor) -> list[tl.Tensor]:

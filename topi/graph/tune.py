@@ -188,7 +188,7 @@ def _resume(states: Sequence[TaskState], log_file: str) -> None:
 
 
 def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None = None,
-         target: str | tl.Target = "llvm", tuner: str = "xgb", per_round: int = 32,
+         target: str | tl.Target = "llvm", tuner: str | None = None, per_round: int = 32,
          measure_option: Any = None, early_stopping: int | None = None,
          seed: int | None = None, progress: bool = True,
          stream: TextIO | None = None, remeasure_top: int = REMEASURE_TOP,
@@ -203,7 +203,9 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         log_file: the JSON-lines log to append to and resume from (a temporary one if None:
             then the results are only in the returned summary).
         target: the target the tasks are measured for.
-        tuner: the autotune tuner of every task ("xgb", "ga", "random", ...).
+        tuner: the autotune tuner of every task ("xgb", "evolutionary", "ga", "random", ...);
+            None: each task's default (xgb for a template task, evolutionary search for an
+            auto-scheduled one).
         per_round: trials a task gets each time it is chosen.
         measure_option: from `autotune.measure_option` (default builder and runner if None).
         early_stopping: per round, stop a task after this many trials without improvement.
