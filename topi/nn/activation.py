@@ -16,6 +16,7 @@ import tensorlang as tl
 from tensorlang.dtype import as_dtype
 from tensorlang.expr import Expr, _operands
 
+from . import logistic
 from .elemwise import Operand, _binary, _unary
 from .math import _float_op, _float_unary, _number
 from .reduction import AxisLike, _reduce
@@ -111,7 +112,7 @@ def softplus(x: tl.Tensor, beta: float = 1.0, threshold: float = 20.0) -> tl.Ten
 
 
 mish = _float_op(lambda v: v * tl.tanh(_softplus(v)), "mish", "x * tanh(softplus(x)).")
-silu = _float_op(lambda v: v * tl.sigmoid(v), "silu", "x * sigmoid(x) (also called swish).")
+silu = _float_op(lambda v: v * logistic.sigmoid(v), "silu", "x * sigmoid(x) (also called swish).")
 softsign = _float_op(lambda v: v / (_c(1.0, v) + tl.abs(v)), "softsign", "x / (1 + |x|).")
 
 
