@@ -289,5 +289,11 @@ def test_tune_by_bucket_then_build(tmp_path):
 
 
 def test_profile_at_a_size(encoder_module):
-    table = encoder_module.profile(2, _inputs(2, 7))
+    inputs = _inputs(2, 7)
+    (expected,) = encoder_module(**inputs)
+    table = encoder_module.profile(2, inputs)
     assert "softmax" in table and table.splitlines()[-1].startswith("total")
+    # Each profiled run reads the inputs, whose buffers the arena reuses for later values: the
+    # last run's output is the call's.
+    prepared = encoder_module._prepare(encoder_module.bind(list(inputs.values())))
+    np.testing.assert_array_equal(prepared.output_buffers[0], expected)

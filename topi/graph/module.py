@@ -102,8 +102,9 @@ class Module(ModelBase):
         """A table of the mean time of each kernel call over `number` runs, slowest first, with
         the ops each call computes (a fused kernel is named after its last op: its op column
         says whether it is a lone add or a convolution with the add fused in)."""
-        self._execute(check_inputs(self.inputs, inputs or random_inputs(self.inputs)))
-        return profile_calls(self._calls, self.steps, number)
+        arrays = check_inputs(self.inputs, inputs or random_inputs(self.inputs))
+        self._execute(arrays)
+        return profile_calls(self._calls, self.steps, number, self.input_buffers, arrays)
 
     def arena_offset(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the arena, or None for an array of its own (a weight)."""
@@ -125,11 +126,16 @@ class Module(ModelBase):
 
 
 def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],
-                  number: int) -> str:
+                  number: int, input_buffers: Sequence[np.ndarray],
+                  inputs: Sequence[np.ndarray]) -> str:
     """The profile table of kernel calls (fn, arguments, checked: None for a packed call) run
-    `number` times, slowest first."""
+    `number` times, slowest first. The inputs are copied into their buffers before each run,
+    as a call does: the arena reuses them for later values, and kernels timed on those (ids
+    read as floats, NaNs) ran up to 40x slower than in a call."""
     seconds = [0.0] * len(calls)
     for _ in range(number):
+        for buffer, value in zip(input_buffers, inputs):
+            np.copyto(buffer, value)
         for k, (fn, argv, checked) in enumerate(calls):
             start = time.perf_counter()
             fn(*argv) if checked is not None else fn(argv)

@@ -177,7 +177,8 @@ class SymbolicModule(ModelBase):
         of each kernel call, slowest first."""
         arrays = check_inputs(self.inputs, inputs if inputs is not None else self.sample_inputs())
         self._execute(arrays)
-        return profile_calls(self._prepare(self.bind(arrays)).calls, self.steps, number)
+        prepared = self._prepare(self.bind(arrays))
+        return profile_calls(prepared.calls, self.steps, number, prepared.input_buffers, arrays)
 
     def sample_inputs(self, values: Mapping[str, int] | None = None,
                       seed: int = 0) -> dict[str, np.ndarray]:
