@@ -374,3 +374,37 @@ def test_qoperator_model_from_quantize_static_matches_onnxruntime(tmp_path):
     theirs = _session(qop).run(None, {"x": x})[0]
     ours = _ours(qop, {"x": x})
     assert _cosine(ours, theirs) >= 0.999
+
+
+@pytest.mark.parametrize("model, shape", [(_float_cnn, (1, 3, 13, 13)), (_float_mlp, (5, 61))],
+                         ids=["cnn", "mlp"])
+def test_build_bf16_matches_float32(model, shape):
+    import tensorlang as tl
+    from topi.graph.passes.bf16 import to_bf16
+    from topi.x86.tensor_intrin import has_bf16_dot
+
+    host = tl.Target("llvm")
+    if not has_bf16_dot(host):
+        pytest.skip("the host has no AVX512-BF16")
+    rng = np.random.default_rng(13)
+    g = model(rng)
+    with host:
+        ops = _ops(tg.passes.optimize(to_bf16(g, host)))
+    assert "dense_bf16" in ops and (model is _float_mlp or "conv2d_NCHWc_bf16" in ops)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp32, bf16 = tg.build(g), tg.build(g, precision="bf16")
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype("float32")
+        ours, exact = bf16(x=x)[0], fp32(x=x)[0]
+        # bfloat16 operands: 8 bits of mantissa each, float32 sums.
+        np.testing.assert_allclose(ours, exact, rtol=2e-2, atol=2e-2 * float(np.abs(exact).max()))
+        assert _cosine(ours, exact) >= 0.999
+
+
+def test_build_bf16_names_a_target_without_it():
+    g = _float_mlp(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="AVX512-BF16.*haswell"):
+        tg.build(g, target="llvm -mcpu=haswell", precision="bf16")
+    with pytest.raises(ValueError, match="precision must be"):
+        tg.build(g, precision="fp16")

@@ -366,3 +366,34 @@ def test_qnn_quantize_rounds_ties_to_even_at_every_width(out_dtype):
     xt = tl.placeholder(x.shape, "float32", name="x")
     q = _run(qnn.quantize(xt, 1.0, 3, axis=0, out_dtype=out_dtype), [xt], [x])
     np.testing.assert_array_equal(q, quantize_python(x, 1.0, 3, axis=0, out_dtype=out_dtype))
+
+
+@pytest.mark.parametrize("c, size, k, r, stride, blocked", [
+    (3, 11, 32, 3, 2, False), (32, 9, 48, 3, 1, True), (16, 7, 16, 1, 1, True)])
+def test_bf16_conv2d_matches_float32(c, size, k, r, stride, blocked):
+    """vdpbf16ps convolution (NCHW or NCHW16c bf16 in, float32 NCHW16c out) against float32
+    sums of the same bf16 values."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from topi.nn.conv2d_int8 import conv2d_NCHWc_bf16
+    from topi.testing import conv2d_nchw_python
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    if not has_bf16_dot(HOST):
+        pytest.skip("the host has no AVX512-BF16")
+    shape = (1, c // 16, size, size, 16) if blocked else (1, c, size, size)
+    data = tl.placeholder(shape, "bfloat16", name="data")
+    kernel = tl.placeholder((k, c, r, r), "bfloat16", name="kernel")
+    out = conv2d_NCHWc_bf16(data, kernel, stride, r // 2)
+    f = tl.build(schedule_conv2d_nchw_int8(out), [data, kernel, out])
+    assert "vdpbf16ps" in f.get_source("asm")
+    rng = np.random.default_rng(c)
+    a = rng.standard_normal((1, c, size, size)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((k, c, r, r)).astype(ml_dtypes.bfloat16)
+    feed = a.reshape(1, c // 16, 16, size, size).transpose(0, 1, 3, 4, 2).copy() if blocked \
+        else a
+    result = np.zeros(tuple(int(d) for d in out.shape), "float32")
+    f(feed, w, result)
+    ref = conv2d_nchw_python(a.astype("float32"), w.astype("float32"), stride, r // 2)
+    oh = ref.shape[2]
+    got = result.transpose(0, 1, 4, 2, 3).reshape(1, -1, oh, oh)[:, :k]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)

@@ -11,7 +11,7 @@ import numpy as np
 import tensorlang as tl
 
 from .. import nn, x86
-from ..nn.conv2d_int8 import conv2d_NCHWc_int8
+from ..nn.conv2d_int8 import conv2d_NCHWc_bf16, conv2d_NCHWc_int8, conv2d_nchw_bf16
 from ..nn.dense_int8 import int8_lanes
 from ..testing import qnn as ref
 from .ops import OpPattern, register_op
@@ -89,6 +89,35 @@ register_op("conv2d_NCHWc_int8", lambda data, kernel, stride=1, padding=0, dilat
             x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
             tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"},
             reference=_conv2d_nchwc_int8_reference)
+def _conv2d_bf16_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
+                           dilation=1) -> np.ndarray:
+    from ..testing import conv2d_nchw_python
+
+    return conv2d_nchw_python(data.astype(np.float32), kernel.astype(np.float32), stride,
+                              padding, dilation).astype(np.float32)
+
+
+def _conv2d_nchwc_bf16_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
+                                 dilation=1) -> np.ndarray:
+    if data.ndim == 5:
+        n, blocks, h, w, block = data.shape
+        data = data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
+    out = _conv2d_bf16_reference(data, kernel, stride, padding, dilation)
+    n, k, oh, ow = out.shape
+    out = np.pad(out, ((0, 0), (0, -k % 16), (0, 0), (0, 0)))
+    return np.ascontiguousarray(out.reshape(n, -1, 16, oh, ow).transpose(0, 1, 3, 4, 2))
+
+
+#: bf16 convolutions (tg.build(precision="bf16")): NCHW, and NCHW[16]c as int8_layout makes.
+register_op("conv2d_bf16", conv2d_nchw_bf16, x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
+            tasks={"conv2d_NCHWc_bf16": "conv2d_bf16.x86"}, reference=_conv2d_bf16_reference)
+register_op("conv2d_NCHWc_bf16", conv2d_NCHWc_bf16, x86.schedule_conv2d_nchw_int8,
+            P.OUT_FUSABLE, tasks={"conv2d_NCHWc_bf16": "conv2d_bf16.x86"},
+            reference=_conv2d_nchwc_bf16_reference)
+register_op("dense_bf16", lambda data, weight: nn.dense_bf16(data, weight), x86.schedule_dense,
+            P.OUT_FUSABLE, tasks={"dense_bf16": "dense_bf16.x86"},
+            reference=lambda data, weight: (data.astype(np.float32)
+                                            @ weight.astype(np.float32).T))
 register_op("dense_int8", lambda data, weight: nn.dense(data, weight, out_dtype="int32"),
             x86.schedule_dense, P.OUT_FUSABLE, tasks={"dense_int8": "dense_int8.x86"},
             reference=_dense_int8_reference)

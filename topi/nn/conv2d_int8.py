@@ -18,10 +18,11 @@ from __future__ import annotations
 import tensorlang as tl
 
 from .conv2d import window_geometry
-from .dense_int8 import GROUP, int8_lanes
+from .dense_int8 import BF16_GROUP, GROUP, int8_lanes
 from .utils import const_shape
 
 TAG = "conv2d_NCHWc_int8"
+BF16_TAG = "conv2d_NCHWc_bf16"
 
 
 def _ic_block(channels: int) -> int:
@@ -30,48 +31,94 @@ def _ic_block(channels: int) -> int:
     return next(b for b in (16, 8, 4) if padded % b == 0)
 
 
-def _pack_kernel(kernel: tl.Tensor, ic_bn: int, oc_bn: int) -> tl.Tensor:
-    """OIHW -> (OC/oc_bn, IC/ic_bn, KH, KW, ic_bn/4, oc_bn, 4), zeros past K and C."""
-    k, c, r, s = const_shape(kernel, "conv2d_int8: kernel")
+def _pack_kernel(kernel: tl.Tensor, ic_bn: int, oc_bn: int, group: int,
+                 dtype: str) -> tl.Tensor:
+    """OIHW -> (OC/oc_bn, IC/ic_bn, KH, KW, ic_bn/group, oc_bn, group) in `dtype`, zeros past
+    K and C."""
+    k, c, r, s = const_shape(kernel, "conv2d: kernel")
 
     def pack(oco, ico, y, x, icf, oci, ics):
-        oc, ic = oco * oc_bn + oci, ico * ic_bn + icf * GROUP + ics
-        value = kernel[tl.minimum(oc, k - 1), tl.minimum(ic, c - 1), y, x]
-        return tl.if_then_else((oc < k) & (ic < c), value, tl.const(0, "int8"))
+        oc, ic = oco * oc_bn + oci, ico * ic_bn + icf * group + ics
+        value = kernel[tl.minimum(oc, k - 1), tl.minimum(ic, c - 1), y, x].astype(dtype)
+        return tl.if_then_else((oc < k) & (ic < c), value, tl.const(0, dtype))
 
-    return tl.compute((-(-k // oc_bn), -(-c // ic_bn), r, s, ic_bn // GROUP, oc_bn, GROUP),
+    return tl.compute((-(-k // oc_bn), -(-c // ic_bn), r, s, ic_bn // group, oc_bn, group),
                       pack, name="kernel_vec", tag="injective,kernel_pack")
 
 
-def _pad_data(data: tl.Tensor, c: int, ic_bn: int, pad: tuple, zero_point: int) -> tl.Tensor:
-    """The data in NCHW[ic_bn]c with the spatial padding (and the channels past `c`) filled
-    with the zero point: a copy of NCHW data, or of blocked data that needs padding; blocked
-    data without padding is read as it is."""
+def _pad_data(data: tl.Tensor, c: int, ic_bn: int, pad: tuple, zero_point: int,
+              dtype: str) -> tl.Tensor:
+    """The data in NCHW[ic_bn]c and `dtype` with the spatial padding (and the channels past
+    `c`) filled with the zero point: a copy of NCHW data, or of blocked data that needs padding
+    or converting; other blocked data is read as it is."""
     top, left, bottom, right = pad
     blocked = data.ndim == 5
-    if blocked and not any(pad):
+    if blocked and not any(pad) and data.dtype == dtype:
         return data
     n, h, w = (int(data.shape[i]) for i in (0, 2, 3))
-    zp = tl.const(zero_point, "uint8")
+    zp = tl.const(zero_point, dtype)
 
     def pack(b, ico, y, x, ici):
         ch, yy, xx = ico * ic_bn + ici, y - top, x - left
         inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
         yc, xc = tl.minimum(tl.maximum(yy, 0), h - 1), tl.minimum(tl.maximum(xx, 0), w - 1)
         if blocked:
-            value, fill = data[b, ico, yc, xc, ici], zp
+            value, fill = data[b, ico, yc, xc, ici].astype(dtype), zp
         else:
             inside = inside & (ch < c)
-            value = data[b, tl.minimum(ch, c - 1), yc, xc]
+            value = data[b, tl.minimum(ch, c - 1), yc, xc].astype(dtype)
             # Channels past c meet zero weights: any value; the zero point keeps the
             # correction (zero point x the kernel's sums) exact as well.
-            fill = tl.if_then_else(ch < c, zp, tl.const(0, "uint8"))
+            fill = tl.if_then_else(ch < c, zp, tl.const(0, dtype))
+        if dtype != "uint8":  # bfloat16: no arithmetic of its own
+            return tl.if_then_else(inside, value, fill)
         # Arithmetic, not a select: a select whose side reads memory branches per element.
         keep = inside.astype("uint8")
         return value * keep + fill * (tl.const(1, "uint8") - keep)
 
     return tl.compute((n, -(-c // ic_bn), h + top + bottom, w + left + right, ic_bn), pack,
                       name="data_vec", tag="injective,int8_data_pack")
+
+
+def _check_data(data: tl.Tensor, kernel: tl.Tensor, group: int, what: str) -> tuple:
+    """(n, c, h, w, ic_bn) of NCHW or NCHW[b]c data, checked against the OIHW kernel."""
+    if data.ndim not in (4, 5):
+        raise ValueError(f"{what}: data must be NCHW or NCHW[b]c, got shape {tuple(data.shape)}")
+    shape = const_shape(data, f"{what}: data")
+    n, h, w = shape[0], shape[2], shape[3]
+    c = shape[1] * shape[4] if data.ndim == 5 else shape[1]
+    if data.ndim == 5 and shape[4] % group:
+        raise ValueError(f"{what}: a data block of {shape[4]} channels is not a multiple of "
+                         f"{group}")
+    kc = const_shape(kernel, f"{what}: kernel")[1]
+    if kc != c:
+        raise ValueError(f"{what}: data has {c} channels, the kernel {kc}")
+    return n, c, h, w, shape[4] if data.ndim == 5 else _ic_block(c)
+
+
+def _blocked_conv(data: tl.Tensor, kernel: tl.Tensor, stride, padding, dilation,
+                  data_zero_point: int, group: int, oc_bn: int, acc: str, tag: str,
+                  operands: tuple[str, str]) -> tl.Tensor:
+    """The NCHW[oc_bn]c product of the module docstring, `group` input channels per lane of
+    the dot (4 int8, 2 bf16), on data and kernel of the `operands` dtypes (converted in their
+    copies), accumulated in `acc`."""
+    n, c, h, w, ic_bn = _check_data(data, kernel, group, tag)
+    k, _, r, s = const_shape(kernel, f"{tag}: kernel")
+    g = window_geometry(tag, (h, w), (r, s), stride, padding, dilation)
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    data_vec = _pad_data(data, c, ic_bn, g.pad, data_zero_point, operands[0])
+    kernel_vec = _pack_kernel(kernel, ic_bn, oc_bn, group, operands[1])
+    reduce = [tl.reduce_axis((0, extent), name=name) for extent, name in
+              ((-(-c // ic_bn), "ico"), (r, "ky"), (s, "kx"), (ic_bn // group, "icf"),
+               (group, "ics"))]
+    ico, ky, kx, icf, ics = reduce
+    return tl.compute(
+        (n, -(-k // oc_bn), g.out_h, g.out_w, oc_bn),
+        lambda b, oco, y, x, oci: tl.sum(
+            data_vec[b, ico, y * sh + ky * dh, x * sw + kx * dw, icf * group + ics].astype(acc)
+            * kernel_vec[oco, ico, ky, kx, icf, oci, ics].astype(acc), axis=reduce),
+        name=tag, tag=tag, attrs={"workload": ((n, c, h, w), (k, c, r, s), g.stride, g.pad,
+                                               g.dilation, data_zero_point)})
 
 
 def conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
@@ -93,43 +140,17 @@ def conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, d
     if data.dtype != "uint8" or kernel.dtype != "int8":
         raise ValueError(f"conv2d_NCHWc_int8: uint8 data and an int8 kernel; got "
                          f"{data.dtype}, {kernel.dtype}")
-    if data.ndim not in (4, 5):
-        raise ValueError(f"conv2d_NCHWc_int8: data must be NCHW or NCHW[b]c, got shape "
-                         f"{tuple(data.shape)}")
-    shape = const_shape(data, "conv2d_NCHWc_int8: data")
-    n, h, w = shape[0], shape[2], shape[3]
-    c = shape[1] * shape[4] if data.ndim == 5 else shape[1]
-    if data.ndim == 5 and shape[4] % GROUP:
-        raise ValueError(f"conv2d_NCHWc_int8: a data block of {shape[4]} channels is not a "
-                         f"multiple of {GROUP}")
-    k, kc, r, s = const_shape(kernel, "conv2d_NCHWc_int8: kernel")
-    if kc != c:
-        raise ValueError(f"conv2d_NCHWc_int8: data has {c} channels, the kernel {kc}")
-    g = window_geometry("conv2d_NCHWc_int8", (h, w), (r, s), stride, padding, dilation)
-    (sh, sw), (dh, dw) = g.stride, g.dilation
-    ic_bn = shape[4] if data.ndim == 5 else _ic_block(c)
     oc_bn = out_block or int8_lanes()
     if oc_bn != int8_lanes():
         raise ValueError(f"conv2d_NCHWc_int8: an output block of {oc_bn} channels on a target "
                          f"whose int32 vectors have {int8_lanes()} lanes")
-    data_vec = _pad_data(data, c, ic_bn, g.pad, data_zero_point)
-    kernel_vec = _pack_kernel(kernel, ic_bn, oc_bn)
-    reduce = [tl.reduce_axis((0, extent), name=name) for extent, name in
-              ((-(-c // ic_bn), "ico"), (r, "ky"), (s, "kx"), (ic_bn // GROUP, "icf"),
-               (GROUP, "ics"))]
-    ico, ky, kx, icf, ics = reduce
-    conv = tl.compute(
-        (n, -(-k // oc_bn), g.out_h, g.out_w, oc_bn),
-        lambda b, oco, y, x, oci: tl.sum(
-            data_vec[b, ico, y * sh + ky * dh, x * sw + kx * dw, icf * GROUP + ics].astype("int32")
-            * kernel_vec[oco, ico, ky, kx, icf, oci, ics].astype("int32"), axis=reduce),
-        name="conv2d_NCHWc_int8", tag=TAG,
-        attrs={"workload": ((n, c, h, w), (k, c, r, s), g.stride, g.pad, g.dilation,
-                            data_zero_point)})
+    conv = _blocked_conv(data, kernel, stride, padding, dilation, data_zero_point, GROUP, oc_bn,
+                         "int32", TAG, ("uint8", "int8"))
     if not data_zero_point:
         return conv
     # (x - zp) * w summed = x * w summed - zp * (sum of w over ic, kh, kw) per channel.
     # Summed from the blocked kernel (zeros where padded), which a graph packs beforehand.
+    kernel_vec = conv.op.input_tensors[1]
     extents = [int(kernel_vec.shape[i]) for i in (1, 2, 3, 4, 6)]
     axes = [tl.reduce_axis((0, e), name=f"r{i}") for i, e in enumerate(extents)]
     kernel_sum = tl.compute(
@@ -140,6 +161,31 @@ def conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, d
     return tl.compute(conv.shape, lambda b, oco, y, x, oci: conv[b, oco, y, x, oci]
                       - kernel_sum[oco, oci] * data_zero_point,
                       name="conv2d_int8_zero_point", tag="injective")
+
+
+def conv2d_NCHWc_bf16(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,
+                      dilation=1) -> tl.Tensor:
+    """bfloat16 data (NCHW, or NCHW[b]c with b even) and OIHW kernel -> float32 NCHW[16]c,
+    summed in float32 by pairs of input channels (AVX512-BF16's `vdpbf16ps`): the int8
+    convolution's blocked product with pairs in place of groups of 4. float32 data or kernel
+    is rounded to bfloat16 in its copy (`build(precision="bf16")`).
+
+    Raises:
+        ValueError: dtypes other than bfloat16 / float32, channel counts that differ, an odd
+            block.
+    """
+    if {data.dtype, kernel.dtype} - {"bfloat16", "float32"}:
+        raise ValueError(f"conv2d_NCHWc_bf16: bfloat16 or float32 data and kernel; got "
+                         f"{data.dtype}, {kernel.dtype}")
+    return _blocked_conv(data, kernel, stride, padding, dilation, 0, BF16_GROUP, 16, "float32",
+                         BF16_TAG, ("bfloat16", "bfloat16"))
+
+
+def _to_nchw(blocked: tl.Tensor, channels: int, name: str) -> tl.Tensor:
+    lanes = int(blocked.shape[4])
+    n, _, out_h, out_w, _ = (int(d) for d in blocked.shape)
+    return tl.compute((n, channels, out_h, out_w), lambda b, o, y, x: blocked[
+        b, o // lanes, y, x, o % lanes], name=name, tag="injective")
 
 
 def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
@@ -155,7 +201,14 @@ def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, di
         raise ValueError(f"conv2d_nchw_int8: NCHW data and an int32 out_dtype; got shape "
                          f"{tuple(data.shape)}, {out_dtype}")
     blocked = conv2d_NCHWc_int8(data, kernel, stride, padding, dilation, data_zero_point)
-    lanes = int(blocked.shape[4])
-    n, _, out_h, out_w, _ = (int(d) for d in blocked.shape)
-    return tl.compute((n, int(kernel.shape[0]), out_h, out_w), lambda b, o, y, x: blocked[
-        b, o // lanes, y, x, o % lanes], name="conv2d_int8_out", tag="injective")
+    return _to_nchw(blocked, int(kernel.shape[0]), "conv2d_int8_out")
+
+
+def conv2d_nchw_bf16(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,
+                     dilation=1) -> tl.Tensor:
+    """bfloat16 NCHW data and OIHW kernel -> float32 NCHW: `conv2d_NCHWc_bf16` returned to
+    NCHW (a model keeps it blocked instead, see `passes.int8_layout`)."""
+    if data.ndim != 4:
+        raise ValueError(f"conv2d_nchw_bf16: NCHW data, got shape {tuple(data.shape)}")
+    blocked = conv2d_NCHWc_bf16(data, kernel, stride, padding, dilation)
+    return _to_nchw(blocked, int(kernel.shape[0]), "conv2d_bf16_out")

@@ -40,16 +40,18 @@ def int8_lanes() -> int:
 
 
 def pack_weight_blocked(weight: tl.Tensor, lanes: int, group: int = GROUP,
-                        name: str = "weight_vnni") -> tl.Tensor:
-    """(N, K) -> (ceil(N/lanes), ceil(K/group), lanes, group), zeros past N and K."""
+                        name: str = "weight_vnni", dtype: str | None = None) -> tl.Tensor:
+    """(N, K) -> (ceil(N/lanes), ceil(K/group), lanes, group), zeros past N and K, converted
+    to `dtype` (default: the weight's)."""
     n, k = (static_dim(d) for d in weight.shape)
-    zero = tl.const(0, weight.dtype)
+    dtype = dtype or weight.dtype
+    zero = tl.const(0, dtype)
 
     def f(no, ko, ni, ki):
         j, kk = no * lanes + ni, ko * group + ki
-        value = weight[tl.minimum(j, n - 1), tl.minimum(kk, k - 1)]
+        value = weight[tl.minimum(j, n - 1), tl.minimum(kk, k - 1)].astype(dtype)
         if n % lanes == 0 and k % group == 0:
-            return weight[j, kk]
+            return weight[j, kk].astype(dtype)
         return tl.if_then_else((j < n) & (kk < k), value, zero)
 
     return tl.compute((-(-n // lanes), -(-k // group), lanes, group), f, name=name,
@@ -67,7 +69,7 @@ def dense_int8(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None
     """
     if out_dtype != "int32":
         raise ValueError(f"dense: uint8 x int8 accumulates in int32, got out_dtype={out_dtype!r}")
-    return _blocked_dense(data, weight, bias, GROUP, int8_lanes(), "int32", TAG)
+    return _blocked_dense(data, weight, bias, GROUP, int8_lanes(), "int32", TAG, None)
 
 
 def is_bf16_dense(data: tl.Tensor, weight: tl.Tensor) -> bool:
@@ -80,18 +82,25 @@ def dense_bf16(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None = None
     """bfloat16 data (M, K) times bfloat16 weight (N, K) transposed, accumulated in float32
     (AVX512-BF16's `vdpbf16ps` reduces pairs along K), plus an optional float32 bias (N,). The
     weight is blocked as (ceil(N/16), ceil(K/2), 16, 2); the product stage is tagged
-    "dense_bf16".
+    "dense_bf16". float32 operands are rounded to bfloat16 in the data's copy and the weight's
+    blocked copy (`build(precision="bf16")`).
 
     Raises:
-        ValueError: symbolic shapes, or out_dtype is not float32.
+        ValueError: symbolic shapes, out_dtype not float32, operands neither bfloat16 nor
+            float32.
     """
     if out_dtype != "float32":
         raise ValueError(f"dense: bfloat16 accumulates in float32, got out_dtype={out_dtype!r}")
-    return _blocked_dense(data, weight, bias, BF16_GROUP, 16, "float32", BF16_TAG)
+    if {data.dtype, weight.dtype} - {"bfloat16", "float32"}:
+        raise ValueError(f"dense_bf16: bfloat16 or float32 operands, got {data.dtype} x "
+                         f"{weight.dtype}")
+    return _blocked_dense(data, weight, bias, BF16_GROUP, 16, "float32", BF16_TAG, "bfloat16")
 
 
 def _blocked_dense(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None, group: int,
-                   lanes: int, acc: str, tag: str) -> tl.Tensor:
+                   lanes: int, acc: str, tag: str, operand: str | None) -> tl.Tensor:
+    """The blocked product; `operand` (if given) is the dtype both operands are converted to
+    in their copies."""
     check_tensor(data, "dense: data", 2)
     check_tensor(weight, "dense: weight", 2)
     check_same_dim(data.shape[1], weight.shape[1], "dense: data and weight reduction sizes")
@@ -99,12 +108,14 @@ def _blocked_dense(data: tl.Tensor, weight: tl.Tensor, bias: tl.Tensor | None, g
     n = static_dim(weight.shape[0])
     if None in (m, n, k):
         raise ValueError(f"dense: the {data.dtype} x {weight.dtype} path needs static shapes")
-    packed = pack_weight_blocked(weight, lanes, group)
+    packed = pack_weight_blocked(weight, lanes, group, dtype=operand)
     kp = -(-k // group) * group
-    if kp != k:
-        zero = tl.const(0, data.dtype)
+    if kp != k or (operand or data.dtype) != data.dtype:
+        dtype, source = operand or data.dtype, data
+        zero = tl.const(0, dtype)
         data = tl.compute((m, kp), lambda i, kk: tl.if_then_else(
-            kk < k, data[i, tl.minimum(kk, k - 1)], zero), name="data_pad", tag=PAD_TAG)
+            kk < k, source[i, tl.minimum(kk, k - 1)].astype(dtype), zero), name="data_pad",
+            tag=PAD_TAG)
     np_ = -(-n // lanes) * lanes
     rk = tl.reduce_axis((0, kp), name="k")
     workload = json_args((m, k), (n, k), acc)

@@ -22,10 +22,10 @@ import autotune
 import tensorlang as tl
 from tensorlang.schedule import AttachKind
 
-from ..nn.conv2d_int8 import TAG, conv2d_nchw_int8
+from ..nn.conv2d_int8 import BF16_TAG, TAG, conv2d_NCHWc_bf16, conv2d_nchw_int8
 from .common import compute_chain_at, fuse_parallel, static_extent
 from .config import schedule_tagged
-from .tensor_intrin import dot_int8, int8_dot_kind
+from .tensor_intrin import dot_bf16, dot_int8, int8_dot_kind
 
 
 def _accumulators() -> int:
@@ -113,7 +113,7 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     ico, ky, kx, icf, ics = g.op.reduce_axis
     g.reorder(gb, gy, ico, ky, kx, icf, gx, goc, goci, ics)
     g.vectorize(goci)  # the accumulators' zero fill (the update is the intrinsic)
-    g.tensorize(goci, dot_int8(lanes))
+    g.tensorize(goci, dot_bf16(lanes) if conv.dtype == "float32" else dot_int8(lanes))
     g.unroll(goc)
     g.unroll(gx)
 
@@ -131,9 +131,10 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 
 
 def schedule_conv2d_nchw_int8(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
-    """Schedule `topi.nn.conv2d_nchw_int8` and what follows it (tuned config when one is
-    active, else the fallback)."""
-    return schedule_tagged(outs, {TAG: "conv2d_int8.x86"}, schedule_conv2d_int8_with)
+    """Schedule `topi.nn.conv2d_nchw_int8`, the blocked int8 and bf16 convolutions and what
+    follows them (tuned config when one is active, else the fallback)."""
+    return schedule_tagged(outs, {TAG: "conv2d_int8.x86", BF16_TAG: "conv2d_bf16.x86"},
+                           schedule_conv2d_int8_with)
 
 
 @autotune.template("conv2d_int8.x86")
@@ -150,6 +151,22 @@ def conv2d_int8_template(cfg, data_shape, kernel_shape, stride, padding, dilatio
     s = tl.create_schedule(out.op)
     schedule_conv2d_int8_with(cfg, s, conv, out)
     n, _, h, w = (static_extent(a) for a in out.op.axis)
+    cfg.add_flop(2 * n * kernel_shape[0] * h * w * kernel_shape[1] * kernel_shape[2]
+                 * kernel_shape[3])
+    return s, [data, kernel, out]
+
+
+@autotune.template("conv2d_bf16.x86")
+def conv2d_bf16_template(cfg, data_shape, kernel_shape, stride, padding, dilation,
+                         data_zero_point=0):
+    """Tunable bf16 conv2d (AVX512-BF16): args ((N, C, H, W), (K, C, R, S), stride, padding,
+    dilation, 0), bfloat16 NCHW data and OIHW kernel, float32 NCHW[16]c output."""
+    data = tl.placeholder(data_shape, "bfloat16", name="data")
+    kernel = tl.placeholder(kernel_shape, "bfloat16", name="kernel")
+    out = conv2d_NCHWc_bf16(data, kernel, stride, padding, dilation)
+    s = tl.create_schedule(out.op)
+    schedule_conv2d_int8_with(cfg, s, out, out)
+    n, _, h, w, _ = (static_extent(a) for a in out.op.axis)
     cfg.add_flop(2 * n * kernel_shape[0] * h * w * kernel_shape[1] * kernel_shape[2]
                  * kernel_shape[3])
     return s, [data, kernel, out]

@@ -12,6 +12,9 @@ reads a blocked input as it is. Float convolutions are left to `alter_layout`, w
 a value that leaves the int8 world (a float op without a rule here, a graph output) goes back to
 NCHW through one `layout_transform`.
 
+The bf16 convolutions of `build(precision="bf16")` (`conv2d_bf16`) are kept blocked the same
+way (16 float32 lanes, bfloat16 pairs).
+
 Runs after `fold_constants` (biases and rescales are constants by then, so they are re-laid-out
 here) and before `alter_layout`.
 """
@@ -20,12 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...nn.dense_int8 import GROUP, int8_lanes
+from ...nn.dense_int8 import BF16_GROUP, GROUP, int8_lanes
 from ..graph import Graph, Node, NodeKind
 from ..ops import OpPattern
 from .alter_layout import POOLS, _Rewriter
 from .common import copy_node
 
+#: The convolutions made blocked: their NCHW[x]c op and the channels per lane of its dot.
+BLOCKED_CONVS = {"conv2d_int8": ("conv2d_NCHWc_int8", GROUP),
+                 "conv2d_bf16": ("conv2d_NCHWc_bf16", BF16_GROUP)}
 #: Quantization ops, blocked where their scales and zero points are one per tensor.
 QNN_OPS = ("quantize", "dequantize", "requantize")
 
@@ -37,8 +43,8 @@ class _Int8Rewriter(_Rewriter):
     def visit(self, old: Node, inputs: Sequence[Node]) -> Node:
         if old.kind is not NodeKind.OP:
             return copy_node(self.out, old, inputs)
-        if old.op == "conv2d_int8":
-            new = self.conv2d_int8(old, inputs)
+        if old.op in BLOCKED_CONVS:
+            new = self.conv2d(old, inputs)
         elif old.op in QNN_OPS:
             new = self.per_tensor(old, inputs)
         elif old.op in POOLS or old.op == "bias_add" or \
@@ -48,17 +54,18 @@ class _Int8Rewriter(_Rewriter):
             new = None
         return self.plain(old, inputs) if new is None else new
 
-    def conv2d_int8(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+    def conv2d(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         data, weight = inputs
-        lanes = int8_lanes()
+        op, group = BLOCKED_CONVS[old.op]
+        lanes = int8_lanes() if op == "conv2d_NCHWc_int8" else 16
         if weight.kind is not NodeKind.CONSTANT or weight.shape[0] % lanes:
             return None
-        # A blocked input of whole groups of 4 channels is read as it is; an NCHW one is copied
+        # A blocked input of whole groups of channels is read as it is; an NCHW one is copied
         # into blocks by the convolution itself (what a layout_transform would cost).
         block = self.block.get(data, 0)
-        source = data if block % GROUP == 0 else self.as_block(data, 0)
-        return self.blocked_op(old, "conv2d_NCHWc_int8", [source, weight], lanes,
-                               out_block=lanes, **old.attrs)
+        source = data if block % group == 0 else self.as_block(data, 0)
+        extra = {"out_block": lanes} if op == "conv2d_NCHWc_int8" else {}
+        return self.blocked_op(old, op, [source, weight], lanes, **extra, **old.attrs)
 
     def per_tensor(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         data, *params = inputs
