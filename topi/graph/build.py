@@ -29,6 +29,7 @@ from .kernel import Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
 from .passes import PIPELINE, Pass, optimize, plan_memory
+from .passes.bf16 import to_bf16
 from .symbolic_module import SymbolicModule, node_operands, symbolic_inputs
 from ..symbolic import free_vars
 
@@ -61,7 +62,8 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
           target: str | tl.Target = "llvm", cache_dir: str | os.PathLike[str] | None = None,
           verbose: bool = False, pipeline: Sequence[tuple[str, Pass]] = PIPELINE,
           prepack: bool = True,
-          bounds: Mapping[str, tuple[int, int] | int] | None = None) -> Module:
+          bounds: Mapping[str, tuple[int, int] | int] | None = None,
+          precision: str = "fp32") -> Module:
     """Compile `g` into a Module callable with numpy inputs by name.
 
     Args:
@@ -78,10 +80,13 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         bounds: for a graph with symbolic dims, shape variable -> (low, high) (or high): the
             sizes the module accepts (default: the graph's own `bounds`, else any size). Its
             kernels are compiled once, with symbolic extents; the arena is planned per size.
+        precision: "fp32", or "bf16": convolutions and dense layers in bfloat16 with float32
+            sums, on targets with AVX512-BF16 (`passes.bf16`).
 
     Raises:
         TypeError: `g` is not a Graph.
-        ValueError: `g` has no outputs.
+        ValueError: `g` has no outputs, or a precision other than "fp32" and "bf16", or "bf16"
+            for a target without AVX512-BF16.
         FileNotFoundError: `log_file` does not exist.
     """
     if not isinstance(g, Graph):
@@ -89,6 +94,10 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
     if not g.outputs:
         raise ValueError("build: the graph has no outputs (mark them with g.output(...))")
     tgt = as_target(target)
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"build: precision must be 'fp32' or 'bf16', got {precision!r}")
+    if precision == "bf16":
+        g = to_bf16(g, tgt)
     untuned: dict[str, tuple[str, tuple]] = {}
     if symbolic_inputs(g):
         return _build_symbolic(g, log_file, tgt, cache_dir, verbose, pipeline, prepack,
