@@ -28,11 +28,9 @@ from ..nn.conv2d import conv2d_nchw
 from .common import (
     accumulator_budget,
     cache_sizes,
-    compute_chain_at,
     fuse_parallel,
     materialise_padding,
     static_extent,
-    whole_block_loop,
 )
 from .config import conv_template, schedule_tagged
 
@@ -183,8 +181,9 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     y_outer, y_inner = o.split(y, factor=cfg["tile_oh"].size[-1])
     x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].size[-1])
     o.reorder(n, k_outer, y_outer, x_outer, k_inner, y_inner, x_inner, *lane)
-    if lane:
-        o.vectorize(lane[0])
+    # NCHW[x]c stores whole channel vectors; NCHW stores rows of the block's columns, each a
+    # strided read of the block (a transpose in registers, not one scalar store per point).
+    o.vectorize(lane[0] if lane else x_inner)
     # The output rows stay out of the fused parallel loop: region inference of the blocked
     # stage needs the channel block as a loop of its own.
     blocks_loop = fuse_parallel(s, out, [n, k_outer])
@@ -192,14 +191,11 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     pack_kernel(s, kernel_vec, (o, blocks_loop) if single_image else None)
 
     b = s[blocked]
-    if lane and conv.op is not out.op:
-        # conv2d_NCHWc's output stage is a copy of the block: the tail reads the block itself.
+    if conv.op is not out.op:
+        # The output stage only reads the block (as it is, or its channels as NCHW rows): the
+        # tail reads the block itself, in one pass.
         s[conv].compute_inline()
-    if conv.op is out.op or lane:
-        b.compute_at(o, x_outer)
-    else:
-        compute_chain_at(s, out, conv, x_outer)
-        b.compute_at(s[conv], whole_block_loop(s[conv]))
+    b.compute_at(o, x_outer)
     bn, bk, by, bx, bc = b.op.axis
     rc, ry, rx = b.op.reduce_axis
     rc_outer, rc_inner = cfg["tile_ic"].apply(s, blocked, rc)
