@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tensorlang as tl
+import topi
 import topi.graph as tg
 from topi.graph.graph import FUSED
 from topi.graph.passes import PIPELINE, fold_activations, optimize
@@ -170,3 +171,30 @@ def test_inline_exp_clamps_to_finite_normal_values() -> None:
 def test_sigmoid_of_other_dtypes_is_the_core_one() -> None:
     v = tl.placeholder((3,), "float64", "v")
     assert "sigmoid" in str(logistic.sigmoid(v[0]))
+
+
+# -- NCHW convolutions (channels that make no block: ShuffleNet's 58 and 116) ---------------------
+
+
+@pytest.mark.filterwarnings("ignore:.*no tuned config")  # fallback configs, as intended here
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("channels, out_channels, size, kernel", [
+    (24, 58, 13, 1), (58, 58, 7, 1), (5, 29, 11, 3), (7, 1, 9, 3), (3, 17, 1, 1)])
+def test_nchw_conv_stores_rows_from_the_block(rng: np.random.Generator, target: str,
+                                              channels: int, out_channels: int, size: int,
+                                              kernel: int) -> None:
+    """conv2d_nchw with a bias + relu tail writes its rows straight from the register block
+    (vectors along the row, output channels not a multiple of the vector, rows that leave a
+    tail), against numpy, for the host and AVX2."""
+    data = tl.placeholder((1, channels, size, size), name="data")
+    weight = tl.placeholder((out_channels, channels, kernel, kernel), name="weight")
+    bias = tl.placeholder((out_channels, 1, 1), name="bias")
+    with tl.Target(target):
+        conv = topi.nn.conv2d_nchw(data, weight, 1, kernel // 2)
+        out = topi.nn.relu(topi.nn.add(conv, bias))
+        f = tl.build(topi.x86.schedule_conv2d_nchw(out), [data, weight, bias, out])
+    x, w, b = _w(rng, 1, channels, size, size), _w(rng, *weight.shape), _w(rng, *bias.shape)
+    got = np.empty((1, out_channels, size, size), "float32")
+    f(x, w, b, got)
+    want = np.maximum(topi.testing.conv2d_nchw_python(x, w, 1, kernel // 2) + b, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
