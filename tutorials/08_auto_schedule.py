@@ -14,12 +14,18 @@ auto-scheduler find the schedule:
    row reductions, parallel / vectorize / unroll): every open choice of the sketch becomes a
    knob, so the task has a config space like a template's.
 3. `tune` is the same tuner loop, cost model and JSON-lines log as for templates; each record
-   also holds the schedule as a *trace* of primitives, printed below.
+   also holds the schedule as a *trace* of primitives, printed below. The default tuner of an
+   auto-scheduled task is evolutionary search: a population of configs scored by the XGBoost
+   model, bred by mutating tile sizes, annotations and compute locations.
 4. `task.apply_best(log)` replays the best trace: build, verify against numpy, time it side by
    side with numpy and with a hand-written template of the same op.
 
 From the command line: `tensorlang tune tutorials/08_auto_schedule.py:heat_step --args
 1024,1024 --trials 150`, then `tensorlang lower ... --log heat_step.jsonl` shows its IR.
+
+Models do this for you: `topi.graph.extract_tasks(g)` lists an auto-scheduled task for each
+kernel without a template (softmax, layer norm, elementwise chains), `tune(g, ...)` tunes them
+with the template tasks and `build(g, log_file=...)` applies their records.
 """
 
 from __future__ import annotations
