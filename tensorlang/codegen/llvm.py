@@ -54,6 +54,7 @@ from ..ir import (
 )
 from ..lower import debug_level
 from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack_checked_index
+from ..lower.unroll import KEEP_ROLLED
 from ..visitor import contains, variables_in_order
 from .calls import EXPR_HANDLERS, has_effect
 from .bounds import STATUS_VAR, emit_bound_check, open_status
@@ -136,6 +137,7 @@ class CodeGen:
         self.mask: Val | None = None
         self.in_parallel = False
         self.status: Val | None = None
+        self.vector_stores = False  # in the loop being written: see _loop_metadata
         self.fw = FunctionWriter("")
         self._has_load: dict[int, bool] = {}
         self._expr_methods: dict[type, Callable[[Expr], Val]] = {
@@ -572,6 +574,7 @@ class CodeGen:
             value = self.splat(value, index_lanes)
             lanes = index_lanes
         mask = self.expr(s.mask) if s.mask is not None else None
+        self.vector_stores |= lanes > 1
         if lanes == 1:
             offset = self.index(index)
             addr = self._address(ptr, elem, offset)
@@ -669,17 +672,27 @@ class CodeGen:
     def _serial_for(self, s: For) -> None:
         lo = self.index(s.min)
         hi = self.fw.op("i64", f"add nsw {lo}, {self.index(s.extent).ref}")
-        self._loop(s.var, lo, hi, s.body, unroll=s.kind is ForKind.UNROLLED)
+        if s.kind is ForKind.UNROLLED:
+            unroll = "llvm.loop.unroll.full"
+        elif KEEP_ROLLED in s.annotations:
+            unroll = "llvm.loop.unroll.disable"
+        else:
+            unroll = None
+        self._loop(s.var, lo, hi, s.body, unroll)
 
-    def _unroll_metadata(self) -> str:
-        """`!llvm.loop` metadata asking LLVM to unroll a loop fully (pragma unroll_explicit=False
-        leaves loops of kind UNROLLED to LLVM)."""
-        loop, hint = len(self.metadata), len(self.metadata) + 1
-        self.metadata += [f"!{loop} = distinct !{{!{loop}, !{hint}}}",
-                          f'!{hint} = !{{!"llvm.loop.unroll.full"}}']
+    def _loop_metadata(self, hints: list[str]) -> str:
+        """`!llvm.loop` metadata with `hints`: `llvm.loop.unroll.full` (pragma
+        unroll_explicit=False leaves loops of kind UNROLLED to LLVM), `llvm.loop.unroll.disable`
+        (loops in the copies of an unrolled loop, see lower/unroll.py), no loop vectorizer where
+        the loop stores vectors already (the vectorizer's memory analysis of an unrolled
+        register block costs more than the rest of LLVM's passes, and finds nothing to do)."""
+        loop = len(self.metadata)
+        nodes = [f"!{loop + 1 + k}" for k in range(len(hints))]
+        self.metadata.append(f"!{loop} = distinct !{{!{loop}, {', '.join(nodes)}}}")
+        self.metadata += [f"{node} = !{{{hint}}}" for node, hint in zip(nodes, hints)]
         return f", !llvm.loop !{loop}"
 
-    def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt, unroll: bool = False) -> None:
+    def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt, unroll: str | None = None) -> None:
         fw = self.fw
         pre = fw.block
         head, body_l, latch, end = (fw.label(p) for p in ("for", "body", "latch", "end"))
@@ -692,12 +705,17 @@ class CodeGen:
         fw.cond_br(cont, body_l, end)
         fw.start_block(body_l)
         self.env[var] = Val("i64", i)
+        outer_vectors, self.vector_stores = self.vector_stores, False
         self.stmt(body)
+        hints = [f'!"{unroll}"'] if unroll else []
+        if self.vector_stores:
+            hints.append('!"llvm.loop.vectorize.enable", i1 false')
+        self.vector_stores |= outer_vectors
         del self.env[var]
         fw.br(latch)
         fw.start_block(latch)
         fw.emit(f"{nxt} = add nsw i64 {i}, 1")
-        fw.emit(f"br label %{head}{self._unroll_metadata() if unroll else ''}")
+        fw.emit(f"br label %{head}{self._loop_metadata(hints) if hints else ''}")
         fw.start_block(end)
 
     def _if(self, s: IfThenElse) -> None:
