@@ -4,6 +4,8 @@
     python benchmarks/bench_auto_schedule.py bar --only gemm softmax --trials 200
     python benchmarks/bench_auto_schedule.py templates --trials 150 --tuner xgb_knob
     python benchmarks/bench_auto_schedule.py untuned --trials 100        # vs topi's schedules
+    python benchmarks/bench_auto_schedule.py bert --trials 64 --seq 128  # a BERT layer's groups
+    python benchmarks/bench_auto_schedule.py overhead --trials 128       # the tuner's own time
 
 bar: each compute of tests/auto_schedule_workloads.py at a realistic size (GEMM 512^3, softmax
 and layer norm 512x768, a 1024^2 five-point stencil, a 3x3 convolution 64x56x56 -> 64 over a
@@ -12,8 +14,17 @@ padded compute, attention scores 1x12x128x64) tuned with `--trials` trials, then
 is reference time / our time (> 1: faster); the bar is 0.8 (GEMM), 1.0 (softmax, layer norm,
 stencil), 0.6 (convolution), 0.8 (scores).
 templates: the same GEMM and convolution auto-scheduled against the topi templates
-(`matmul.x86`, `conv2d_nchw.x86`) tuned with equal trials. untuned: auto-scheduled softmax
-and layer norm against topi's default schedules of `topi.nn.softmax` / `layer_norm`.
+(`matmul.x86`, `conv2d_nchw.x86`) tuned with equal trials (each with its default tuner unless
+--tuner: evolutionary search for the auto-scheduled task, xgb for the template). untuned:
+auto-scheduled softmax and layer norm against topi's default schedules of `topi.nn.softmax` /
+`layer_norm`.
+bert: every kernel of a BERT encoder layer without a template (its softmax, the residual + layer
+norm groups, the fused elementwise chains) as `topi.graph.extract_tasks` lists it, tuned with
+`--trials` trials each, against the default schedule that `topi.graph.build` gives it untuned;
+then the whole layer built with those records against the layer built without.
+overhead: the tuner's own time per trial (proposals, features, model fits; the measurement
+replaced by a synthetic timing) on the auto-scheduled GEMM 512^3, xgb against evolutionary,
+alternately in one process.
 
 Timings on a shared machine drift: compare the ratios of one run only. Each tuning log goes
 to a temporary folder, so every run starts fresh.
@@ -26,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,7 +87,7 @@ def _arrays(tensors: Sequence[tl.Tensor]) -> tuple[list[np.ndarray], list[np.nda
     return ins, outs
 
 
-TUNER = "xgb"  # --tuner
+TUNER: str | None = None  # --tuner (None: each task's default)
 
 
 def _tuned(task: autotune.Task, trials: int, folder: str) -> tuple[Any, float]:
@@ -159,13 +171,85 @@ def untuned(trials: int, folder: str) -> None:
               f"{ratio:.2f}x", flush=True)
 
 
+def bert(trials: int, seq: int, hidden: int, heads: int, ffn: int, folder: str) -> None:
+    """A BERT layer's untemplated kernels auto-scheduled against their default schedules, one
+    by one, then the layer with and without their records."""
+    import topi.graph as tg
+    from autotune.auto_schedule import AutoTask
+    from topi.graph import zoo
+    from topi.graph.build import as_target, tuning_context
+    from topi.graph.kernel import kernel_spec
+    from topi.graph.passes import optimize
+
+    model = zoo.get("bert_layer", seq_len=seq, hidden=hidden, heads=heads, ffn=ffn)
+    g = tg.from_torch(model.module, model.torch_inputs())
+    target = as_target("llvm")
+    log = os.path.join(folder, "bert_auto.jsonl")
+    tasks = {(t.name, t.args): (t, c) for t, c in tg.extract_tasks(g) if isinstance(t, AutoTask)}
+    for task, _ in tasks.values():
+        autotune.tune(task, trials=trials, log_file=log, progress=False, tuner=TUNER)
+    print(f"BERT layer seq {seq} hidden {hidden}: untemplated kernels, auto-scheduled "
+          f"({trials} trials each) / build's default schedule (> 1: tuned faster)")
+    done = set()
+    for node in optimize(g).ops:
+        with tuning_context(log, target):
+            spec = kernel_spec(node)
+        if spec.auto is None or repr(spec.workload) in done:
+            continue
+        done.add(repr(spec.workload))
+        with tuning_context(None, target):
+            plain = kernel_spec(node)
+        with target:
+            f = tl.build(spec.schedule(), spec.params)
+            d = tl.build(plain.schedule(), plain.params)
+        ins, outs = _arrays(spec.params)
+        ratio = compare(lambda: f(*ins, *outs), lambda: d(*ins, *outs), repeat=9).speedup
+        count = tasks[spec.workload][1]
+        print(f"  {spec.auto[0].name.removeprefix('auto/'):<46} x{count}: {ratio:.2f}x",
+              flush=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the templates' fallbacks, in both builds
+        tuned, plain_module = tg.build(g, log_file=log), tg.build(g)
+    (name,) = [n.name for n in g.inputs]
+    x = {name: model.inputs()["hidden_states"]}
+    ratio = compare(lambda: tuned(**x), lambda: plain_module(**x), repeat=9).speedup
+    print(f"  whole layer, with / without the records: {ratio:.2f}x", flush=True)
+
+
+def overhead(trials: int) -> None:
+    """The tuner's own milliseconds per trial, xgb against evolutionary (alternately, twice)."""
+    from autotune.result import MeasureErrorNo, MeasureResult
+
+    def synthetic(inputs: Sequence[Any]) -> list[MeasureResult]:
+        return [MeasureResult((1e-3 * (1 + (i.config.index * 7919 % 101) / 101),),
+                              MeasureErrorNo.NO_ERROR) for i in inputs]
+
+    spent: dict[str, list[float]] = {"xgb": [], "evolutionary": []}
+    for round_ in range(2):
+        for name in spent:
+            task = autotune.create_task(W.gemm, (512, 512, 512))
+            start = time.perf_counter()
+            autotune.tune(task, trials=trials, tuner=name, measure_option=synthetic,
+                          progress=False, seed=round_, remeasure_top=0)
+            spent[name].append((time.perf_counter() - start) / trials * 1e3)
+    for name, ms in spent.items():
+        print(f"{name:<13} {' '.join(f'{m:.0f}' for m in ms)} ms per trial "
+              f"({trials} trials, auto-scheduled GEMM 512^3)")
+    ratio = sum(spent["xgb"]) / sum(spent["evolutionary"])
+    print(f"xgb / evolutionary: {ratio:.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("bar", "templates", "untuned"))
+    parser.add_argument("what", choices=("bar", "templates", "untuned", "bert", "overhead"))
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--only", nargs="*", default=())
-    parser.add_argument("--tuner", default="xgb",
-                        help="xgb_knob for large sketches (no lowering per candidate)")
+    parser.add_argument("--tuner", default=None,
+                        help="default: each task's own (evolutionary when auto-scheduled)")
+    parser.add_argument("--seq", type=int, default=128, help="bert: sequence length")
+    parser.add_argument("--hidden", type=int, default=768, help="bert: hidden size")
+    parser.add_argument("--heads", type=int, default=12, help="bert: attention heads")
+    parser.add_argument("--ffn", type=int, default=3072, help="bert: feed-forward size")
     opts = parser.parse_args()
     global TUNER
     TUNER = opts.tuner
@@ -174,6 +258,10 @@ def main() -> None:
             bar(opts.trials, opts.only, folder)
         elif opts.what == "templates":
             templates(opts.trials, opts.only, folder)
+        elif opts.what == "bert":
+            bert(opts.trials, opts.seq, opts.hidden, opts.heads, opts.ffn, folder)
+        elif opts.what == "overhead":
+            overhead(opts.trials)
         else:
             untuned(opts.trials, folder)
 
