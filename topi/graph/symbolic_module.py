@@ -75,8 +75,9 @@ class SymbolicModule(ModelBase):
         self._prepared: collections.OrderedDict[tuple[int, ...], _Prepared] = \
             collections.OrderedDict()
         self._arena = np.empty(0, np.uint8)
-        #: the variables bound from input shapes already seen
-        self._bound: dict[tuple[tuple[int, ...], ...], dict[str, int]] = {}
+        #: the prepared calls of input shapes already seen (a call at a known size neither
+        #: binds the variables nor looks its size up)
+        self._by_shapes: dict[tuple[tuple[int, ...], ...], _Prepared] = {}
         self.plan: MemoryPlan | None = None
 
     @property
@@ -101,6 +102,7 @@ class SymbolicModule(ModelBase):
         if plan.arena_bytes + 64 > self._arena.nbytes:
             self._arena = np.empty(plan.arena_bytes + 64, np.uint8)
             self._prepared.clear()  # their views point into the old arena
+            self._by_shapes.clear()
         start = -self._arena.__array_interface__["data"][0] % 64
         arena = self._arena[start:start + plan.arena_bytes]
         views: dict[str, np.ndarray] = {}
@@ -144,13 +146,12 @@ class SymbolicModule(ModelBase):
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         shapes = tuple(a.shape for a in arrays)
-        values = self._bound.get(shapes)
-        if values is None:
-            values = self.bind(arrays)
-            if len(self._bound) >= SIZE_CACHE:
-                self._bound.clear()
-            self._bound[shapes] = values
-        prepared = self._prepare(values)
+        prepared = self._by_shapes.get(shapes)
+        if prepared is None:
+            prepared = self._prepare(self.bind(arrays))
+            if len(self._by_shapes) >= SIZE_CACHE:
+                self._by_shapes.clear()
+            self._by_shapes[shapes] = prepared
         for buffer, value in zip(prepared.input_buffers, arrays):
             np.copyto(buffer, value)
         for fn, argv, checked in prepared.calls:
