@@ -17,7 +17,7 @@ import numpy as np
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
 from ..symbolic import canon, canon_shape, is_symbolic
 from .graph import Graph, Node
-from .ops import get_op, infer_output
+from .ops import OpPattern, get_op, infer_output
 
 Value = Node | np.ndarray
 
@@ -80,6 +80,35 @@ def compact_padding(pads: tuple[int, int, int, int]) -> tuple[int, ...]:
     return (top, left) if (top, left) == (bottom, right) else tuple(pads)
 
 
+def _rows_source(value: Value) -> Node | None:
+    """The 2-D rows that `value` is a reshape of, keeping the last axis (a linear layer's
+    output reshaped back by `GraphWriter.dense_rows`), or None."""
+    if not (isinstance(value, Node) and value.op == "reshape"):
+        return None
+    source = value.inputs[0]
+    if len(source.shape) != 2 or len(value.shape) < 2 or source.shape[-1] != value.shape[-1]:
+        return None
+    return source
+
+
+def _along_last_axis(shape: tuple, full: tuple) -> bool:
+    """Whether a constant of `shape` broadcasts into `full` along the last axis only (a bias, a
+    scalar), without changing the shape."""
+    leading = shape[:-1]
+    return len(shape) <= len(full) and all(d == 1 for d in leading) and (
+        not shape or shape[-1] in (1, full[-1]))
+
+
+def _small_integer_power(base: Value, exponent: Value) -> bool:
+    """Whether base ** exponent is x * x or x * x * x: a float tensor to a constant scalar
+    power of 2 or 3 (RMSNorm's square, GPT-2's cubed GELU term). As a product it is exact and
+    cheap, where the vector pow of libmvec computes each lane of a negative base by a scalar
+    call (GPT-2's GELU took 31% of the model's time)."""
+    return (isinstance(base, Node) and isinstance(exponent, np.ndarray) and exponent.size == 1
+            and exponent.ndim <= len(base.shape) and exponent.dtype == np.dtype(base.dtype)
+            and base.dtype.startswith("float") and float(exponent.reshape(())) in (2.0, 3.0))
+
+
 def node_name(text: str) -> str:
     """A source model's value name as a readable graph node name (an identifier)."""
     return re.sub(r"\W+", "_", text).strip("_") or "value"
@@ -127,13 +156,59 @@ class GraphWriter:
             if reference is None:
                 raise UnsupportedError(f"graph op {op_name!r} on constants (it has no reference)")
             return np.asarray(reference(*inputs, **attrs)).astype(dtype)
+        on_rows = self._on_rows(op_name, inputs, attrs)
+        if on_rows is not None:
+            return on_rows
+        if op_name == "power" and _small_integer_power(*inputs):
+            x = inputs[0]
+            square = self.op("multiply", x, x)
+            return square if int(inputs[1]) == 2 else self.op("multiply", square, x)
         nodes = [self.as_node(v) for v in inputs]
         return self.graph.apply(op_name, *nodes, name=self.name, **attrs)
 
     def reshape(self, x: Value, shape: Any) -> Value:
-        """`x` reshaped (itself when the shape does not change)."""
+        """`x` reshaped (itself when the shape does not change); a reshape of a reshape reads
+        the first one's source (itself when that has the shape asked for)."""
         shape = canon_shape(shape)
-        return x if shape == shape_of(x) else self.op("reshape", x, newshape=shape)
+        if shape == shape_of(x):
+            return x
+        if isinstance(x, Node) and x.op == "reshape":
+            source = x.inputs[0]
+            resolved, _ = infer_output("reshape", [(source.shape, source.dtype)],
+                                       {"newshape": shape})
+            return source if tuple(resolved) == shape_of(source) else self.op(
+                "reshape", source, newshape=shape)
+        return self.op("reshape", x, newshape=shape)
+
+    def _on_rows(self, op_name: str, inputs: tuple, attrs: dict) -> Value | None:
+        """An elementwise op on values reshaped from 2-D rows (`dense_rows` folds the leading
+        axes of a linear layer's input into rows and reshapes its output back), computed on the
+        rows before the reshape back, or None where it does not apply. The fusion pass fuses
+        an elementwise tail into a product only without a reshape in between, so the bias, the
+        activation and the residual add of a linear layer join its kernel this way.
+
+        Applies when the op's other operands are constants that broadcast along the last axis
+        only, or values reshaped from rows of the same shape (the residual), and the output
+        keeps the reshaped shape."""
+        if get_op(op_name).pattern not in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
+            return None
+        rows = [_rows_source(v) for v in inputs]
+        row_shapes = {r.shape for r in rows if r is not None}
+        if len(row_shapes) != 1:
+            return None
+        full = next(shape_of(v) for v, r in zip(inputs, rows) if r is not None)
+        operands: list[Value] = []
+        for v, r in zip(inputs, rows):
+            if r is not None:
+                if shape_of(v) != full:
+                    return None
+                operands.append(r)
+            elif isinstance(v, np.ndarray) and v.dtype != object and _along_last_axis(
+                    v.shape, full):
+                operands.append(v.reshape(v.shape[-1:]) if v.ndim > 1 else v)
+            else:
+                return None
+        return self.reshape(self.op(op_name, *operands, **attrs), full)
 
     def slice_dims(self, x: Value, starts: list, ends: list, axes: list, steps: list) -> Value:
         """A slice with symbolic bounds (steps of 1): a position table cut to the sequence length,

@@ -47,9 +47,23 @@ def _softmax_parts(x: tl.Tensor, axis: int, what: str) -> tuple[int, tl.Tensor, 
     axes = [axis]
     maxelem = _row_reduce(x, axes, lambda v, kept: v, tl.max, "softmax_maxelem")
     expsum = _row_reduce(
-        x, axes, lambda v, kept: tl.exp(v - maxelem[kept]), tl.sum, "softmax_expsum"
+        x, axes, lambda v, kept: shifted_exp(v, maxelem[kept]), tl.sum, "softmax_expsum"
     )
     return axis, maxelem, expsum
+
+
+#: Where exp(x - max) is taken as exp(EXP_FLOOR): exp(-87) = 1.6e-38, nothing next to the row's
+#: sum (>= 1), and inside the range where libmvec's vector expf is one polynomial; below it,
+#: glibc computes every such lane by a scalar call. A causal or padding mask adds the dtype's
+#: most negative value to half the scores: GPT-2's softmax ran 4x slower for it.
+EXP_FLOOR = -87.0
+
+
+def shifted_exp(v: Expr, peak: Expr) -> Expr:
+    """exp(v - peak) with the difference floored at `EXP_FLOOR` (NaN stays NaN)."""
+    diff = v - peak
+    floor = tl.const(EXP_FLOOR, diff.dtype)
+    return tl.exp(tl.if_then_else(diff < floor, floor, diff))
 
 
 def softmax(x: tl.Tensor, axis: int = -1) -> tl.Tensor:
@@ -61,7 +75,7 @@ def softmax(x: tl.Tensor, axis: int = -1) -> tl.Tensor:
     axis, maxelem, expsum = _softmax_parts(x, axis, "softmax")
     return tl.compute(
         x.shape,
-        lambda *i: tl.exp(x[i] - maxelem[_kept(i, [axis])]) / expsum[_kept(i, [axis])],
+        lambda *i: shifted_exp(x[i], maxelem[_kept(i, [axis])]) / expsum[_kept(i, [axis])],
         name="softmax",
         tag="softmax_output",
     )
