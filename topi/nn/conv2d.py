@@ -107,6 +107,11 @@ def blocked_conv(read: Callable[[Expr, Expr, Expr, Expr], Expr], kernel_vec: tl.
     )
 
 
+#: conv2d_nchw for other operand types, by (data, kernel) dtype: `topi.nn.conv2d_int8`, which
+#: builds on this module, registers its uint8 x int8 convolution here.
+NCHW_BY_DTYPES: dict[tuple[str, str], Callable[..., tl.Tensor]] = {}
+
+
 def conv2d_nchw(
     data: tl.Tensor,
     kernel: tl.Tensor,
@@ -130,6 +135,9 @@ def conv2d_nchw(
     """
     check_tensor(data, "conv2d_nchw: data", 4)
     check_tensor(kernel, "conv2d_nchw: kernel", 4)
+    other = NCHW_BY_DTYPES.get((data.dtype, kernel.dtype))
+    if other is not None:  # uint8 x int8: the int8 path
+        return other(data, kernel, stride, padding, dilation, out_dtype=out_dtype)
     n, c, h, w = const_shape(data, "conv2d_nchw")
     k, kc, r, s = const_shape(kernel, "conv2d_nchw")
     if kc != c:

@@ -25,14 +25,17 @@ import tensorlang as tl
 from tensorlang.expr import IterVar
 
 from ..nn.conv2d import conv2d_nchw
+from ..nn.conv2d_int8 import TAG as INT8_TAG
 from .common import (
     accumulator_budget,
+    as_tensor_list,
     cache_sizes,
     fuse_parallel,
     materialise_padding,
     static_extent,
 )
 from .config import conv_template, schedule_tagged
+from .conv2d_int8 import schedule_conv2d_nchw_int8
 
 TASK = "conv2d_nchw.x86"
 
@@ -211,7 +214,11 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 
 
 def schedule_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
-    """Schedule conv2d_nchw and its fused elementwise tail (tuned config when one is active)."""
+    """Schedule conv2d_nchw and its fused elementwise tail (tuned config when one is active);
+    its uint8 x int8 path gets the int8 schedule."""
+    stages = tl.create_schedule([t.op for t in as_tensor_list(outs)]).stages
+    if any(getattr(stage.op, "tag", "") == INT8_TAG for stage in stages):
+        return schedule_conv2d_nchw_int8(outs)
     return schedule_tagged(outs, {"conv2d_nchw": TASK}, schedule_conv2d_nchw_with)
 
 
