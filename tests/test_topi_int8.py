@@ -397,3 +397,23 @@ def test_bf16_conv2d_matches_float32(c, size, k, r, stride, blocked):
     oh = ref.shape[2]
     got = result.transpose(0, 1, 4, 2, 3).reshape(1, -1, oh, oh)[:, :k]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_conv2d_nchw_dispatches_uint8_int8_to_the_int8_path(target):
+    """topi.nn.conv2d_nchw(uint8, int8) -> int32 and topi.x86.schedule_conv2d_nchw: exact."""
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tl.placeholder((1, 13, 7, 11), "uint8", name="data")
+        kernel = tl.placeholder((19, 13, 3, 3), "int8", name="kernel")
+        out = topi.nn.conv2d_nchw(data, kernel, 2, 1, 1)
+        assert out.dtype == "int32"
+        f = tl.build(topi.x86.schedule_conv2d_nchw(out), [data, kernel, out], target=target)
+    rng = np.random.default_rng(14)
+    a = rng.integers(0, 256, (1, 13, 7, 11)).astype("uint8")
+    wt = rng.integers(-128, 128, (19, 13, 3, 3)).astype("int8")
+    result = np.zeros(tuple(int(d) for d in out.shape), "int32")
+    f(a, wt, result)
+    np.testing.assert_array_equal(result, _conv_int8_reference(a, wt, 0, 1, 2))

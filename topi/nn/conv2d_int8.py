@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorlang as tl
 
-from .conv2d import window_geometry
+from .conv2d import NCHW_BY_DTYPES, window_geometry
 from .dense_int8 import BF16_GROUP, GROUP, int8_lanes
 from .utils import const_shape
 
@@ -189,7 +189,7 @@ def _to_nchw(blocked: tl.Tensor, channels: int, name: str) -> tl.Tensor:
 
 
 def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
-                     data_zero_point: int = 0, out_dtype: str = "int32") -> tl.Tensor:
+                     data_zero_point: int = 0, out_dtype: str | None = "int32") -> tl.Tensor:
     """sum over (ic, kh, kw) of (data - data_zero_point) * kernel, uint8 data (N, C, H, W),
     int8 kernel (K, C, R, S) -> int32 (N, K, OH, OW); padding counts as the zero point:
     `conv2d_NCHWc_int8` with its output returned to NCHW.
@@ -197,11 +197,14 @@ def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, di
     Raises:
         ValueError: dtypes other than uint8 / int8 / int32, or channel counts that differ.
     """
-    if out_dtype != "int32" or data.ndim != 4:
+    if out_dtype not in ("int32", None) or data.ndim != 4:
         raise ValueError(f"conv2d_nchw_int8: NCHW data and an int32 out_dtype; got shape "
                          f"{tuple(data.shape)}, {out_dtype}")
     blocked = conv2d_NCHWc_int8(data, kernel, stride, padding, dilation, data_zero_point)
     return _to_nchw(blocked, int(kernel.shape[0]), "conv2d_int8_out")
+
+
+NCHW_BY_DTYPES["uint8", "int8"] = conv2d_nchw_int8  # topi.nn.conv2d_nchw's int8 path
 
 
 def conv2d_nchw_bf16(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,
