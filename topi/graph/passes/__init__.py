@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from ..graph import Graph
 from .alter_layout import alter_layout
+from .channel_shuffle import fold_channel_shuffles
 from .dead_code import remove_dead_nodes
 from .fold_activations import fold_activations
 from .fold_batch_norm import fold_batch_norm
@@ -34,6 +35,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_batch_norm", fold_batch_norm),
     # Activations spelt as products (x * sigmoid(x), GELU's erf form) become one op each.
     ("fold_activations", fold_activations),
+    # Channel shuffles (reshape, transpose, reshape) and their slices become gathers of channels.
+    ("fold_channel_shuffles", fold_channel_shuffles),
     # int8 convolutions in NCHW[x]c, their requantized uint8 activations kept so between them.
     ("int8_layout", int8_layout),
     # Convolutions in NCHW[x]c for the current target, the layout kept between them.
