@@ -13,6 +13,7 @@ import topi
 import topi.graph as tg
 from topi.graph.graph import FUSED
 from topi.graph.passes import PIPELINE, fold_activations, optimize
+from topi.graph.passes.channel_shuffle import fold_channel_shuffles
 from topi.graph.reference import run_reference
 from topi.nn import logistic
 
@@ -197,4 +198,81 @@ def test_nchw_conv_stores_rows_from_the_block(rng: np.random.Generator, target: 
     got = np.empty((1, out_channels, size, size), "float32")
     f(x, w, b, got)
     want = np.maximum(topi.testing.conv2d_nchw_python(x, w, 1, kernel // 2) + b, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- channel shuffles (ShuffleNet) -------------------------------------------------------------------
+
+
+def _shuffle(g: tg.Graph, x: tg.Node, groups: int) -> tg.Node:
+    n, c, *rest = x.shape
+    split = g.reshape(x, (n, groups, c // groups, *rest))
+    axes = (0, 2, 1, *range(3, len(rest) + 3))
+    return g.reshape(g.transpose(split, axes), (n, c, *rest))
+
+
+@pytest.mark.parametrize("channels, groups, rest", [(58 * 2, 2, (7, 5)), (15, 3, (4,)),
+                                                    (6, 6, (1, 1)), (7, 1, (3, 2))])
+def test_channel_shuffle_and_its_halves_become_gathers(rng: np.random.Generator, channels: int,
+                                                       groups: int, rest: tuple) -> None:
+    """ShuffleNet's concat -> shuffle -> two slices: the shuffle and the slices become takes of
+    the concatenation's channels (the shuffled value is never built), against the unfolded
+    graph; a shuffle read by something else than slices stays one take."""
+    g = tg.Graph()
+    x = g.input("x", (1, channels, *rest))
+    shuffled = _shuffle(g, g.relu(x), groups)
+    half = channels // 2
+    first = g.strided_slice(shuffled, begin=(0,), end=(half,), strides=(1,), axes=(1,))
+    second = g.strided_slice(shuffled, begin=(half,), end=(channels,), strides=(1,), axes=(1,))
+    g.output(g.sigmoid(first), g.negative(second))
+    folded = fold_channel_shuffles(g)
+    assert sorted(n.op for n in folded.ops) == ["negative", "relu", "sigmoid", "take", "take"]
+    _check_same(g, folded, rng)
+    h = tg.Graph()
+    y = h.input("x", (1, channels, *rest))
+    h.output(h.relu(_shuffle(h, y, groups)))
+    folded = fold_channel_shuffles(h)
+    assert [n.op for n in folded.ops] == ["take", "relu"]
+    _check_same(h, folded, rng)
+
+
+def test_permutes_that_are_no_channel_shuffle_stay(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (1, 6, 4, 4))
+    split = g.reshape(x, (1, 2, 3, 4, 4))
+    g.output(g.reshape(g.transpose(split, (0, 1, 2, 4, 3)), (1, 6, 4, 4)))  # swaps H and W
+    h = tg.Graph()
+    y = h.input("x", (1, 6, 4, 4))
+    split = h.reshape(y, (1, 2, 3, 4, 4))
+    h.output(h.reshape(h.transpose(split, (0, 2, 1, 3, 4)), (1, 6, 4, 4)), h.relu(split))
+    for graph in (g, h):  # the second one's split is read twice
+        assert "take" not in {n.op for n in fold_channel_shuffles(graph).ops}
+
+
+def test_sliced_gather_with_a_step_and_negative_bounds(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (2, 9, 3))
+    taken = g.take(x, g.constant(np.array([8, 0, 3, 5, 1, 2], "int64")), axis=1)
+    g.output(g.strided_slice(taken, begin=(-5,), end=(-1,), strides=(2,), axes=(1,)))
+    folded = fold_channel_shuffles(g)
+    assert [n.op for n in folded.ops] == ["take"]
+    _check_same(g, folded, rng)
+
+
+@pytest.mark.filterwarnings("ignore:.*no tuned config")  # fallback configs, as intended here
+@pytest.mark.parametrize("target", TARGETS)
+def test_shuffle_block_builds_against_numpy(rng: np.random.Generator, target: str) -> None:
+    """A ShuffleNet unit (two 1x1 conv branches of 24 channels, concat, shuffle, split) built
+    for the host and AVX2 matches the unfolded graph's numpy reference."""
+    g = tg.Graph()
+    x = g.input("x", (1, 24, 9, 9))
+    left = g.relu(g.conv2d(x, g.constant(_w(rng, 24, 24, 1, 1))))
+    right = g.relu(g.conv2d(x, g.constant(_w(rng, 24, 24, 3, 3)), padding=1))
+    shuffled = _shuffle(g, g.concatenate([left, right], axis=1), 2)
+    halves = [g.strided_slice(shuffled, begin=(b,), end=(b + 24,), strides=(1,), axes=(1,))
+              for b in (0, 24)]
+    g.output(g.add(halves[0], g.conv2d(halves[1], g.constant(_w(rng, 24, 24, 1, 1)))))
+    inputs = {"x": _w(rng, 1, 24, 9, 9)}
+    (want,) = run_reference(g, inputs)
+    (got,) = tg.build(g, target=target)(**inputs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
