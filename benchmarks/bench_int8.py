@@ -15,10 +15,16 @@ reported (> 1: the first named is faster):
   (`topi.nn.qnn.requantize`) against onnxruntime's QLinearMatMul;
 - conv rows: our int8 conv2d (`topi.nn.conv2d_nchw_int8`, requantized to uint8, the kernel
   blocked inside the call) against our float32 conv2d, and against onnxruntime's QLinearConv
-  (int8/ort QLinear).
+  (int8/ort QLinear);
+- model rows (`--models resnet50`): a torchvision model (random weights) quantized by
+  onnxruntime's `quantize_static` (after `quant_pre_process`; QDQ, per-channel int8 weights,
+  uint8 activations, calibrated on 8 random images) built by `topi.graph` against onnxruntime's session of the same model
+  (int8/ort) and against our float32 build of the float model (int8/fp32), with the cosine of
+  the two int8 outputs.
 
     python benchmarks/bench_int8.py
     python benchmarks/bench_int8.py --shapes 1024x1024x1024 --targets llvm,"llvm -mcpu=haswell"
+    python benchmarks/bench_int8.py --shapes '' --convs '' --models resnet50 --rounds 10
 """
 
 from __future__ import annotations
@@ -184,9 +190,70 @@ def bench_conv(spec: str, target: str, args: argparse.Namespace) -> dict:
     return row
 
 
+def _quantized_model(name: str, workdir: str) -> tuple[object, object, dict]:
+    """(float ONNX model, its QDQ quantization by quantize_static, one input) of torchvision's
+    `name` with random weights."""
+    import onnx
+    from bench_wild import _export, _vision
+    from onnxruntime import quantization
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    module, inputs = _vision(name)
+    model, _ = _export(module.eval(), inputs)
+    feed_name = model.graph.input[0].name
+    onnx.save(model, f"{workdir}/exported.onnx")
+    # onnxruntime's advice before quantize_static: shapes inferred, batch norms folded.
+    quant_pre_process(f"{workdir}/exported.onnx", f"{workdir}/float.onnx")
+    model = onnx.load(f"{workdir}/float.onnx")
+    rng = np.random.default_rng(0)
+    batches = iter([{feed_name: rng.standard_normal(inputs[0].shape).astype("float32")}
+                    for _ in range(8)])
+
+    class Reader(quantization.CalibrationDataReader):
+        def get_next(self):
+            return next(batches, None)
+
+    quantization.quantize_static(
+        f"{workdir}/float.onnx", f"{workdir}/qdq.onnx", Reader(),
+        quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+        activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8)
+    x = rng.standard_normal(inputs[0].shape).astype("float32")
+    return model, onnx.load(f"{workdir}/qdq.onnx"), {feed_name: x}
+
+
+def bench_model(name: str, args: argparse.Namespace) -> dict:
+    """A quantized torchvision model: ours against onnxruntime's int8 session and against our
+    float32 build."""
+    import tempfile
+
+    import onnxruntime as ort
+    import topi.graph as tg
+
+    with tempfile.TemporaryDirectory() as workdir:
+        model, qdq, feeds = _quantized_model(name, workdir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        int8, fp32 = tg.build(tg.from_onnx(qdq)), tg.build(tg.from_onnx(model))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(qdq.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    ours, theirs = int8(**feeds)[0].ravel(), session.run(None, feeds)[0].ravel()
+    row = {"shape": f"model {name}", "target": "llvm",
+           "int8 kind": int8_dot_kind(tl.Target("llvm")),
+           "cosine": f"{ours @ theirs / np.linalg.norm(ours) / np.linalg.norm(theirs):.5f}",
+           "same top-1": bool(ours.argmax() == theirs.argmax())}
+    row["int8/ort QDQ model"] = compare(lambda: int8(**feeds), lambda: session.run(None, feeds),
+                                        repeat=args.rounds).speedup
+    row["int8/fp32"] = compare(lambda: int8(**feeds), lambda: fp32(**feeds),
+                               repeat=args.rounds).speedup
+    return row
+
+
 COLUMNS = ["shape", "target", "int8 kind", "exact", "int8/fp32", "bf16/fp32",
            "int8/ort MatMulInteger", "int8/ort QLinearMatMul", "int8/ort QLinear",
-           "QLinear max diff"]
+           "QLinear max diff", "int8/ort QDQ model", "cosine", "same top-1"]
 
 
 def _table(rows: list[dict]) -> str:
@@ -211,16 +278,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--convs", default=",".join(CONVS), help="'' for none")
+    parser.add_argument("--models", default="", help="quantized torchvision models, e.g. "
+                        "resnet50 (needs torch, torchvision and onnxruntime)")
     parser.add_argument("--targets", default="llvm,llvm -mcpu=haswell")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
     parser.add_argument("--no-ort", dest="ort", action="store_false")
     args = parser.parse_args()
     tl.set_num_threads(args.threads)
-    rows = [bench(shape, target, args) for shape in args.shapes.split(",")
+    rows = [bench(shape, target, args) for shape in filter(None, args.shapes.split(","))
             for target in args.targets.split(",")]
     rows += [bench_conv(spec, target, args) for spec in filter(None, args.convs.split(","))
              for target in args.targets.split(",")]
+    rows += [bench_model(name, args) for name in filter(None, args.models.split(","))]
     print(f"\n{tl.Target('llvm')} ({_flags()}), {args.threads} threads; ratios: the first "
           "named's speed over the second's (> 1: faster)")
     print(_table(rows))
