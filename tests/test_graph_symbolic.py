@@ -254,6 +254,30 @@ def test_bucket_dispatch_picks_each_buckets_config(tmp_path):
     assert plain.dispatch(n=5) == []
 
 
+def test_buckets_without_a_record_take_their_static_fallback(tmp_path):
+    """A second dense that the budget did not reach runs, per bucket, the fallback config of
+    its static workload at the bucket's size (adapted to small sizes)."""
+    import autotune
+
+    g = tg.Graph()
+    x = g.input("x", ("n", 32))
+    rng = np.random.default_rng(4)
+    w1 = g.constant(rng.standard_normal((48, 32)).astype("float32"), "w1")
+    w2 = g.constant(rng.standard_normal((16, 48)).astype("float32"), "w2")
+    second = g.dense(g.gelu(g.dense(x, w1)), w2)
+    g.output(second)
+    log = str(tmp_path / "buckets.jsonl")
+    _bucket_log(log)  # records of the first dense only
+    m = tg.build(g, log_file=log, bounds={"n": 100})
+    for n, bucket in {3: 8, 20: 32, 100: 64}.items():
+        dispatched = [(sizes, task, index) for _, sizes, task, index in m.dispatch(n=n)]
+        fallback = autotune.create_task("dense.x86", ((bucket, 48), (16, 48), "float32"))
+        assert len(dispatched) == 2
+        assert ({"n": bucket}, "dense.x86", fallback.fallback_config().index) in dispatched
+        xv = rng.standard_normal((n, 32)).astype("float32")
+        np.testing.assert_allclose(m(x=xv)[0], run_reference(g, {"x": xv})[0], atol=1e-4)
+
+
 def test_apply_history_best_picks_the_bucket_of_a_size(tmp_path):
     import autotune
 

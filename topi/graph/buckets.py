@@ -5,14 +5,18 @@ kernel that applies the bucket's tuned config while keeping symbolic extents.
 the bucketed variables, its workload at each bucket's sizes (a variable without buckets at the
 upper bound of the graph's `bounds`: one bucket). The records carry the node's sizes
 (`Record.bucket["values"]`). `build` reads the buckets back from the log and compiles, per such
-node and bucket with a tuned record, the node's symbolic kernel scheduled with that record's
-config; the module runs, at each call, the kernel of the smallest bucket >= the actual sizes
-(`autotune.buckets.pick`), the largest bucket's above them all.
+node and bucket, the node's symbolic kernel scheduled with that bucket's tuned config, or with
+the fallback config of the node's static workload at the bucket's sizes where the budget did not
+reach that workload (the fallback adapts the register block to small sizes: the symbolic
+kernel's own fallback computed 64 columns of attention scores for 16); the module runs, at each
+call, the kernel of the smallest bucket >= the actual sizes (`autotune.buckets.pick`), the
+largest bucket's above them all.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,10 +97,10 @@ def log_buckets(records: Sequence[Any]) -> dict[str, list[int]]:
 
 def bucket_kernels(node: Node, key: str, buckets: Mapping[str, Sequence[int]], prepack: bool,
                    tgt: tl.Target, cache_dir: Any) -> list[tuple[dict[str, int], Any, str, int]]:
-    """Per bucket of the node's variables with a tuned config in the active
-    `apply_history_best` context: (sizes, kernel, task name, config index), the kernel being
-    the node's symbolic one (`key`) scheduled with that config. Empty for a static node or one
-    whose variables have no buckets."""
+    """Per bucket of the node's variables: (sizes, kernel, task name, config index), the kernel
+    being the node's symbolic one (`key`) scheduled with the bucket's tuned config in the active
+    `apply_history_best` context, else with the static workload's fallback config at the
+    bucket's sizes. Empty for a static node or one whose variables have no buckets."""
     names = node_vars(node)
     if not names or not anchor_op(node).tasks or any(v not in buckets for v in names):
         return []
@@ -108,14 +112,18 @@ def bucket_kernels(node: Node, key: str, buckets: Mapping[str, Sequence[int]], p
             continue
         config = autotune.query_config(*workload)
         if not isinstance(config, ConfigEntity):
-            continue
+            config = create_task(*workload, target=str(tgt)).fallback_config()
+            if config is None:
+                continue
+        # (keyed by the knobs: an index means other knobs in another bucket's space)
+        knobs = json.dumps(config.to_json()["knobs"], sort_keys=True)
         with x86.config.symbolic_configs({workload[0]: config}):
             try:
                 spec = kernel_spec(node, prepack)
                 if [p.index for p in spec.packs] != packs:
                     continue  # another packing: the module's packed weights would not fit
                 kernel = get_kernel(
-                    hashlib.sha256(f"{key}/{workload[0]}/{config.index}".encode()).hexdigest(),
+                    hashlib.sha256(f"{key}/{workload[0]}/{knobs}".encode()).hexdigest(),
                     lambda spec=spec: (spec.schedule(), spec.params), tgt, cache_dir)
             except InstantiationError:
                 continue  # the config does not fit the symbolic schedule (a column group)
