@@ -71,29 +71,27 @@ def _round_half_even(v: Expr) -> Expr:
     return below + up
 
 
-#: Adding then subtracting 1.5 * 2^23 rounds a float32 of magnitude below 2^22 to an integer,
-#: halves to even (the FPU's rounding): two additions instead of `_round_half_even`'s ten
-#: operations, which were most of an int8 convolution's epilogue.
+#: 1.5 * 2^23: adding it to a float32 of magnitude below 2^22 rounds the sum to an integer,
+#: halves to even (the FPU's rounding), and the sum's bits are then those of 1.5 * 2^23 plus
+#: that integer.
 _MAGIC = 1.5 * 2.0 ** 23
-_MAGIC_RANGE = 2.0 ** 22
+_MAGIC_BITS = 0x4B400000
 
 
-def _rounded(v: Expr, dtype: str) -> Expr:
-    """v (float32) rounded half to even, where the result saturates to `dtype` afterwards: an
-    8- or 16-bit type clamps first (beyond its range the rounding cannot change the saturated
-    value) and takes the two additions; wider types round exactly with `_round_half_even`."""
-    if tl.const(0, dtype).dtype.bits > 16:
-        return _round_half_even(v)
-    limit = tl.const(_MAGIC_RANGE, "float32")
-    magic = tl.const(_MAGIC, "float32")
-    return (tl.minimum(tl.maximum(v, -limit), limit) + magic) - magic
-
-
-def _saturate(v: Expr, dtype: str) -> Expr:
+def _to_quantized(v: Expr, zero: Expr, dtype: str) -> Expr:
+    """saturate(round_half_even(v) + zero) as `dtype`, for float32 `v` and a float32 zero
+    point. For 8- and 16-bit types, v is clamped to the type's range less the zero point first
+    (integer bounds, which the rounding keeps) and rounded by adding `_MAGIC`, whose bits give
+    the integer: five operations where `_round_half_even` and a clamp after it take fourteen,
+    which were most of an int8 convolution's epilogue. Wider types take that exact path."""
     info = tl.const(0, dtype).dtype
     lo = tl.const(float(info.min_value()), "float32")
     hi = tl.const(float(info.max_value()), "float32")
-    return tl.minimum(tl.maximum(v, lo), hi).astype(dtype)
+    if info.bits > 16:
+        return tl.minimum(tl.maximum(_round_half_even(v) + zero, lo), hi).astype(dtype)
+    clamped = tl.minimum(tl.maximum(v, lo - zero), hi - zero)
+    bits = tl.reinterpret(clamped + tl.const(_MAGIC, "float32"), "int32")
+    return (bits - (tl.const(_MAGIC_BITS, "int32") - zero.astype("int32"))).astype(dtype)
 
 
 def quantize(x: tl.Tensor, scale: Param, zero_point: Param = 0, axis: int = 1,
@@ -104,8 +102,7 @@ def quantize(x: tl.Tensor, scale: Param, zero_point: Param = 0, axis: int = 1,
     z = _param(zero_point, "float32", x, axis, "quantize: zero_point")
 
     def f(*index):
-        v = _rounded(x[index].astype("float32") / s(index), out_dtype) + z(index)
-        return _saturate(v, out_dtype)
+        return _to_quantized(x[index].astype("float32") / s(index), z(index), out_dtype)
 
     return tl.compute(x.shape, f, name="quantize", tag="elemwise")
 
@@ -141,7 +138,6 @@ def requantize(x: tl.Tensor, input_scale: Param, input_zero_point: Param, output
         # onnxruntime computes it: a product contracted into the rounding's additions (fma)
         # would round ties the other way.
         ratio = (s_in(index) / s_out(index)).astype("float64")
-        v = _rounded((centred * ratio).astype("float32"), out_dtype) + z_out(index)
-        return _saturate(v, out_dtype)
+        return _to_quantized((centred * ratio).astype("float32"), z_out(index), out_dtype)
 
     return tl.compute(x.shape, f, name="requantize", tag="elemwise")
