@@ -69,21 +69,27 @@ def test_every_failure_kind_is_a_typed_result_and_workers_recover() -> None:
         builder=autotune.LocalBuilder(timeout=20, n_parallel=2),
         runner=autotune.LocalRunner(number=1, repeat=1, timeout=0.5, check_correctness=True),
     )
-    measurer = Measurer(option)
     inputs = [MeasureInput(task, task.config_space.get(i)) for i in range(len(MODES))]
     try:
-        results = measurer.measure(inputs)
+        hang_alone = Measurer(option).measure([inputs[MODES.index("slow")]])
+        results = Measurer(option).measure(inputs)
     finally:
         option.close()
+    # A hang with no best cost to judge it by runs to the timeout.
+    assert [r.error_no for r in hang_alone] == [MeasureErrorNo.RUN_TIMEOUT]
     errors = dict(zip(MODES, (r.error_no for r in results)))
     assert errors == {
         "ok": MeasureErrorNo.NO_ERROR,
         "raise": MeasureErrorNo.INSTANTIATION_ERROR,
         "crash": MeasureErrorNo.RUNTIME_ERROR,
         "wrong": MeasureErrorNo.WRONG_ANSWER,
-        "slow": MeasureErrorNo.RUN_TIMEOUT,
+        "slow": MeasureErrorNo.NO_ERROR,
         "ok_split": MeasureErrorNo.NO_ERROR,
     }, [r.error_msg for r in results]
+    # Timed after "ok" (the first config of a batch is timed alone, and cuts the rest short),
+    # the hang is stopped as measured slow, its cost a lower bound far above ok's.
+    slow = results[MODES.index("slow")]
+    assert slow.slow and slow.costs[0] > 2 * results[0].costs[0]
     assert "cannot handle" in results[1].error_msg
     assert all(c > 0 for c in results[0].costs)
 
