@@ -84,6 +84,7 @@ def test_tiny_tune_writes_records_that_build_applies(rng, tmp_path: Path):
     result = tg.tune(g, trials=8, per_round=2, log_file=log, target=AVX2, seed=0,
                      measure_option=option, progress=False, remeasure_top=0)
     assert result.trials == 8
+    assert "auto/topi.graph/softmax [[7, 37]]" in str(result)  # the summary shows shapes
     records = autotune.load_records(log)
     best = autotune.best_records(records)
     tuned = {t.name: best[(t.key, t.target)] for t in (s.task for s in result.states)

@@ -18,6 +18,7 @@ record (its latest verdict's winner, once re-measured) is its starting latency.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -33,6 +34,7 @@ from autotune import FallbackConfig, Task
 from autotune.tuner import Tuner
 from autotune.tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP
 
+from .auto_tasks import PREFIX
 from .build import as_target
 from .buckets import bucket_tasks, tuning_buckets
 from .graph import Graph
@@ -130,7 +132,10 @@ class TuneResult:
 
 
 def _label(task: Task) -> str:
-    text = f"{task.name} {list(task.args)}"
+    args = list(task.args)
+    if task.name.startswith("auto/" + PREFIX):  # the node's JSON: show its input shapes
+        args = [shape for shape, _ in json.loads(args[0])["inputs"]]
+    text = f"{task.name} {args}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
