@@ -1,7 +1,8 @@
 """Default x86 schedules of the ops with no tunable template that the model importers need:
 reductions along axes, adaptive pooling, the transposed convolution, slicing and the elementwise
-math ops. All share `common.generic_schedule` (reductions parallel over the kept axes and vectorized
-along the innermost one; injective stages inlined or given one vectorized, parallel loop nest).
+math ops. All share `injective.schedule_reduce` / `schedule_injective` (reductions along the
+trailing axes row by row, other reductions parallel over the kept axes and vectorized along the
+innermost one; injective stages inlined or given one vectorized, parallel loop nest).
 
 The transposed convolution's spread input is tagged as no injective op, so it is materialised
 once at root instead of putting its stride conditions inside the reduction.

@@ -1,7 +1,8 @@
 """Default x86 schedules of the ops that have no tunable template: elementwise, broadcast, data
-movement, pooling and the normalisations. All use `common.generic_schedule`: inline what is
-injective, vectorize the innermost axis by one vector of the current target, parallelise the
-fused outer loops."""
+movement, pooling and the normalisations. Reductions along the trailing axes they read (softmax,
+layer_norm, a mean over the last axis) take the row schedule of `rows.schedule_rows`; the rest
+use `common.generic_schedule`: inline what is injective, vectorize the innermost axis by one
+vector of the current target, parallelise the fused outer loops."""
 
 from __future__ import annotations
 
