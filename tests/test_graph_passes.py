@@ -260,3 +260,20 @@ def test_memory_plan_of_a_chain_reuses_two_buffers() -> None:
     assert plan.unplanned_bytes == 21 * 64 * 64 * 4
     assert plan.arena_bytes == 2 * 64 * 64 * 4
     assert str(plan).startswith("memory plan: peak 0.03 MiB for 21 buffers")
+
+
+@pytest.mark.filterwarnings("ignore:.*no tuned config")  # fallback configs on purpose
+def test_fusion_keeps_values_named_like_its_own_inputs(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (1, 4, 5, 5))
+    y = g.conv2d(x, g.constant(_w(rng, 4, 4, 3, 3)), padding=1, name="p0")
+    z = g.apply("relu", g.add(y, g.constant(_w(rng, 4, 1, 1)), name="p1"), name="p2")
+    g.output(z)
+    opt = fuse_ops(g)
+    (kernel,) = [k for k in opt.ops if k.op == FUSED]
+    assert [n.op for n in kernel.body.ops] == ["conv2d", "add", "relu"]
+    assert len({n.name for n in kernel.body.nodes}) == len(kernel.body.nodes)
+    _check_same(g, opt, rng)
+    x_in = _w(rng, 1, 4, 5, 5)
+    (want,) = run_reference(g, {"x": x_in})
+    np.testing.assert_allclose(tg.build(g)(x=x_in)[0], want, rtol=1e-4, atol=1e-5)

@@ -84,10 +84,11 @@ def _fused(out: Graph, members: Sequence[Node], mapped: dict[Node, Node]) -> Nod
     body = Graph()
     body_of: dict[Node, Node] = {}
     outer: list[Node] = []
+    taken = {m.name for m in members}
     for member in members:
         for i in member.inputs:
             if i not in inside and i not in body_of:
-                body_of[i] = body.input(f"p{len(outer)}", i.shape, i.dtype)
+                body_of[i] = body.input(_free_name(f"p{len(outer)}", taken), i.shape, i.dtype)
                 outer.append(mapped[i])
         body_of[member] = copy_node(body, member, [body_of[i] for i in member.inputs])
     tail = members[-1]
@@ -96,3 +97,13 @@ def _fused(out: Graph, members: Sequence[Node], mapped: dict[Node, Node]) -> Nod
     attrs = {"anchor": anchor.op, "pattern": int(anchor.pattern)}
     return out.add_node(Node(tail.name, FUSED, tuple(outer), attrs, tail.shape, tail.dtype,
                              body=body))
+
+
+def _free_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_<k>` where a member of the group already holds `base` (a model may name
+    its own values "p0"), since a fused body's inputs and members share one namespace."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
