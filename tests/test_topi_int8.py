@@ -419,3 +419,117 @@ def test_conv2d_nchw_dispatches_uint8_int8_to_the_int8_path(target):
     result = np.zeros(tuple(int(d) for d in out.shape), "int32")
     f(a, wt, result)
     np.testing.assert_array_equal(result, _conv_int8_reference(a, wt, 0, 1, 2))
+
+
+def _depthwise_int8_reference(a: np.ndarray, wt: np.ndarray, zero_point: int, pad: int,
+                              stride: int) -> np.ndarray:
+    """int64 NCHW depthwise convolution of (a - zero_point), the padding as the zero point."""
+    padded = np.pad(a.astype(np.int64) - zero_point, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    r = wt.shape[2]
+    oh, ow = (padded.shape[2] - r) // stride + 1, (padded.shape[3] - r) // stride + 1
+    ref = np.zeros((a.shape[0], a.shape[1], oh, ow), np.int64)
+    for y in range(r):
+        for x in range(r):
+            window = padded[:, :, y:y + stride * oh:stride, x:x + stride * ow:stride]
+            ref += window * wt[None, :, 0, y, x, None, None].astype(np.int64)
+    return ref
+
+
+@pytest.mark.parametrize("c", [1, 3, 17, 32])
+@pytest.mark.parametrize("r, stride, pad, zero_point", [
+    (3, 1, 1, 7), (3, 2, 1, 128), (5, 1, 2, 0), (5, 2, 0, 255)])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_int8_depthwise_conv2d_is_exact(c, r, stride, pad, zero_point, target):
+    from topi.nn.conv2d_int8 import depthwise_conv2d_nchw_int8
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    n, h, w = (2, 11, 13) if c == 3 else (1, 7, 9)
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tl.placeholder((n, c, h, w), "uint8", name="data")
+        kernel = tl.placeholder((c, 1, r, r), "int8", name="kernel")
+        out = depthwise_conv2d_nchw_int8(data, kernel, stride, pad, 1, zero_point)
+        f = tl.build(schedule_conv2d_nchw_int8(out), [data, kernel, out], target=target)
+    rng = np.random.default_rng(c + r)
+    a = rng.integers(0, 256, (n, c, h, w)).astype("uint8")
+    wt = rng.integers(-128, 128, (c, 1, r, r)).astype("int8")
+    result = np.zeros(tuple(int(d) for d in out.shape), "int32")
+    f(a, wt, result)
+    np.testing.assert_array_equal(result, _depthwise_int8_reference(a, wt, zero_point, pad,
+                                                                    stride))
+
+
+@pytest.mark.parametrize("c, size, r, stride, zero_point", [
+    (32, 9, 3, 1, 3), (48, 7, 5, 2, 0), (16, 13, 3, 2, 200)])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_int8_depthwise_blocked_with_requantize_epilogue(c, size, r, stride, zero_point,
+                                                         target):
+    """NCHW[x]c uint8 in (an int8 convolution's output), the requantization to uint8 fused
+    into the blocked output, as int8_layout chains them."""
+    from topi.nn.conv2d_int8 import depthwise_conv2d_NCHWc_int8
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    if "haswell" in target and not _host_has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    pad = r // 2
+    rng = np.random.default_rng(c + r)
+    a = rng.integers(0, 256, (1, c, size, size)).astype("uint8")
+    wt = rng.integers(-128, 128, (c, 1, r, r)).astype("int8")
+    scale = rng.uniform(1e-3, 4e-3, c).astype("float32")
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lanes = int8_lanes()
+        data = tl.placeholder((1, c // lanes, size, size, lanes), "uint8", name="data")
+        kernel = tl.placeholder((c, 1, r, r), "int8", name="kernel")
+        acc = depthwise_conv2d_NCHWc_int8(data, kernel, stride, pad, 1, zero_point)
+        blocked_scale = tl.placeholder((c // lanes, lanes), "float32", name="scale")
+        scaled = tl.compute(acc.shape, lambda b, o, y, x, i: acc[b, o, y, x, i].astype(
+            "float32") * blocked_scale[o, i], name="rescale", tag="elemwise")
+        out = topi.nn.qnn.quantize(scaled, 0.5, 10, out_dtype="uint8")
+        f = tl.build(schedule_conv2d_nchw_int8(out), [data, kernel, blocked_scale, out],
+                     target=target)
+    result = np.zeros(tuple(int(d) for d in out.shape), "uint8")
+    f(a.reshape(1, c // lanes, lanes, size, size).transpose(0, 1, 3, 4, 2).copy(), wt,
+      scale.reshape(c // lanes, lanes), result)
+    ref = _depthwise_int8_reference(a, wt, zero_point, pad, stride).astype(np.float32) \
+        * scale[:, None, None]
+    ref = np.clip(np.rint(ref / np.float32(0.5)) + 10, 0, 255).astype("uint8")
+    oh, ow = ref.shape[2:]
+    np.testing.assert_array_equal(
+        result, ref.reshape(1, c // lanes, lanes, oh, ow).transpose(0, 1, 3, 4, 2))
+
+
+def test_depthwise_conv2d_int8_template_configs_are_exact():
+    import autotune
+
+    task = autotune.create_task("depthwise_conv2d_int8.x86",
+                                ((1, 24, 12, 12), (24, 1, 3, 3), 1, 1, 1, 5))
+    assert len(task.config_space) > 1
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (1, 24, 12, 12)).astype("uint8")
+    w = rng.integers(-128, 128, (24, 1, 3, 3)).astype("int8")
+    valid = task.config_space.valid_indices()
+    for index in rng.choice(valid, size=min(3, len(valid)), replace=False):
+        s, tensors = task.instantiate(int(index))
+        f = tl.build(s, tensors, target=task.compile_target)
+        out = np.zeros((1, 24, 12, 12), "int32")
+        f(a, w, out)
+        np.testing.assert_array_equal(out, _depthwise_int8_reference(a, w, 5, 1, 1))
+
+
+def test_int8_depthwise_names_bad_inputs():
+    from topi.nn.conv2d_int8 import depthwise_conv2d_NCHWc_int8
+
+    data = tl.placeholder((1, 16, 8, 8), "uint8", name="data")
+    with pytest.raises(ValueError, match="uint8 data and an int8 kernel"):
+        depthwise_conv2d_NCHWc_int8(data, tl.placeholder((16, 1, 3, 3), "float32"))
+    with pytest.raises(ValueError, match=r"\(C, 1, R, S\)"):
+        depthwise_conv2d_NCHWc_int8(data, tl.placeholder((16, 2, 3, 3), "int8"))
+    with pytest.raises(ValueError, match="data has 16 channels, the kernel 8"):
+        depthwise_conv2d_NCHWc_int8(data, tl.placeholder((8, 1, 3, 3), "int8"))
+    blocked = tl.placeholder((1, 4, 8, 8, 4), "uint8", name="blocked")
+    with pytest.raises(ValueError, match="a data block of 4 channels for an output block"):
+        depthwise_conv2d_NCHWc_int8(blocked, tl.placeholder((16, 1, 3, 3), "int8"),
+                                    out_block=16)

@@ -10,7 +10,8 @@ NCHW[oc_bn]c int32 with five reduction axes (input channel block, kh, kw, groups
 block, the 4), so that its innermost (oc lane, channel of 4) is exactly the dot intrinsic.
 `conv2d_NCHWc_int8` returns it blocked (a model keeps its int8 activations so, with the
 requantizing epilogue fused); `conv2d_nchw_int8` returns it to NCHW. Channels are padded with
-zeros to whole blocks.
+zeros to whole blocks. `depthwise_conv2d_NCHWc_int8` (tag "depthwise_conv2d_NCHWc_int8") is
+the depthwise form: the same data copy and zero point correction, channels in the lanes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .dense_int8 import BF16_GROUP, GROUP, int8_lanes
 from .utils import const_shape
 
 TAG = "conv2d_NCHWc_int8"
+DEPTHWISE_TAG = "depthwise_conv2d_NCHWc_int8"
 BF16_TAG = "conv2d_NCHWc_bf16"
 
 
@@ -80,8 +82,9 @@ def _pad_data(data: tl.Tensor, c: int, ic_bn: int, pad: tuple, zero_point: int,
                       name="data_vec", tag="injective,int8_data_pack")
 
 
-def _check_data(data: tl.Tensor, kernel: tl.Tensor, group: int, what: str) -> tuple:
-    """(n, c, h, w, ic_bn) of NCHW or NCHW[b]c data, checked against the OIHW kernel."""
+def _check_data(data: tl.Tensor, kernel_channels: int, group: int, what: str) -> tuple:
+    """(n, c, h, w, ic_bn) of NCHW or NCHW[b]c data, checked against the kernel's input
+    channels (blocked data: its whole blocks)."""
     if data.ndim not in (4, 5):
         raise ValueError(f"{what}: data must be NCHW or NCHW[b]c, got shape {tuple(data.shape)}")
     shape = const_shape(data, f"{what}: data")
@@ -90,9 +93,9 @@ def _check_data(data: tl.Tensor, kernel: tl.Tensor, group: int, what: str) -> tu
     if data.ndim == 5 and shape[4] % group:
         raise ValueError(f"{what}: a data block of {shape[4]} channels is not a multiple of "
                          f"{group}")
-    kc = const_shape(kernel, f"{what}: kernel")[1]
-    if kc != c:
-        raise ValueError(f"{what}: data has {c} channels, the kernel {kc}")
+    block = shape[4] if data.ndim == 5 else 1
+    if c != -(-kernel_channels // block) * block:
+        raise ValueError(f"{what}: data has {c} channels, the kernel {kernel_channels}")
     return n, c, h, w, shape[4] if data.ndim == 5 else _ic_block(c)
 
 
@@ -102,8 +105,8 @@ def _blocked_conv(data: tl.Tensor, kernel: tl.Tensor, stride, padding, dilation,
     """The NCHW[oc_bn]c product of the module docstring, `group` input channels per lane of
     the dot (4 int8, 2 bf16), on data and kernel of the `operands` dtypes (converted in their
     copies), accumulated in `acc`."""
-    n, c, h, w, ic_bn = _check_data(data, kernel, group, tag)
-    k, _, r, s = const_shape(kernel, f"{tag}: kernel")
+    k, kc, r, s = const_shape(kernel, f"{tag}: kernel")
+    n, c, h, w, ic_bn = _check_data(data, kc, group, tag)
     g = window_geometry(tag, (h, w), (r, s), stride, padding, dilation)
     (sh, sw), (dh, dw) = g.stride, g.dilation
     data_vec = _pad_data(data, c, ic_bn, g.pad, data_zero_point, operands[0])
@@ -146,21 +149,98 @@ def conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, d
                          f"whose int32 vectors have {int8_lanes()} lanes")
     conv = _blocked_conv(data, kernel, stride, padding, dilation, data_zero_point, GROUP, oc_bn,
                          "int32", TAG, ("uint8", "int8"))
+    return _zero_point_corrected(conv, data_zero_point, lane_axis=5)
+
+
+def _zero_point_corrected(conv: tl.Tensor, data_zero_point: int, lane_axis: int) -> tl.Tensor:
+    """`conv` (sums of x * w, the padding counted as the zero point) less zp x the sum of each
+    output channel's weights: (x - zp) * w summed, with the product itself uint8 x int8.
+    The weights are summed from the blocked kernel (`conv`'s second input, output channel
+    blocks on axis 0 and their lanes on `lane_axis`, zeros where padded), which a graph packs
+    beforehand."""
     if not data_zero_point:
         return conv
-    # (x - zp) * w summed = x * w summed - zp * (sum of w over ic, kh, kw) per channel.
-    # Summed from the blocked kernel (zeros where padded), which a graph packs beforehand.
     kernel_vec = conv.op.input_tensors[1]
-    extents = [int(kernel_vec.shape[i]) for i in (1, 2, 3, 4, 6)]
-    axes = [tl.reduce_axis((0, e), name=f"r{i}") for i, e in enumerate(extents)]
-    kernel_sum = tl.compute(
-        kernel_vec.shape[:1] + (oc_bn,),
-        lambda oco, oci: tl.sum(kernel_vec[oco, axes[0], axes[1], axes[2], axes[3], oci,
-                                           axes[4]].astype("int32"), axis=axes),
-        name="kernel_sum")
+    summed = [i for i in range(1, kernel_vec.ndim) if i != lane_axis]
+    axes = [tl.reduce_axis((0, int(kernel_vec.shape[i])), name=f"r{i}") for i in summed]
+
+    def total(oco, oci):
+        index = [oco] + [None] * (kernel_vec.ndim - 1)
+        index[lane_axis] = oci
+        for i, axis in zip(summed, axes):
+            index[i] = axis
+        return tl.sum(kernel_vec[tuple(index)].astype("int32"), axis=axes)
+
+    kernel_sum = tl.compute((kernel_vec.shape[0], kernel_vec.shape[lane_axis]), total,
+                            name="kernel_sum")
     return tl.compute(conv.shape, lambda b, oco, y, x, oci: conv[b, oco, y, x, oci]
                       - kernel_sum[oco, oci] * data_zero_point,
                       name="conv2d_int8_zero_point", tag="injective")
+
+
+def depthwise_conv2d_NCHWc_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,
+                                dilation=1, data_zero_point: int = 0,
+                                out_block: int | None = None) -> tl.Tensor:
+    """Depthwise sum over (kh, kw) of (data - data_zero_point) * kernel -> int32 NCHW[b]c
+    (N, ceil(C/b), OH, OW, b), b = `out_block` (by default the target's int32 lanes);
+    channels past C are 0.
+
+    data is uint8 NCHW (N, C, H, W) or NCHW[b]c (an int8 convolution's requantized output,
+    read as it is where there is no padding); the kernel is int8 (C, 1, R, S). A depthwise
+    convolution sums no channels, so VNNI's dot of 4 does not apply: the channels are the
+    vector lanes, and each tap widens a vector of uint8 data and one of int8 weights to int32
+    and multiply-adds them (values of 16 bits, which LLVM multiplies with `vpmaddwd`). The data
+    is copied into (N, C/b, H + pads, W + pads, b) uint8 with the padding as the zero point, the
+    kernel into (C/b, R, S, b) int8; the zero point is subtracted as zp x the weights' sums,
+    as in `conv2d_NCHWc_int8`.
+
+    Raises:
+        ValueError: dtypes other than uint8 / int8, a kernel that is not (C, 1, R, S), a
+            blocked input of another block.
+    """
+    what = "depthwise_conv2d_NCHWc_int8"
+    if data.dtype != "uint8" or kernel.dtype != "int8":
+        raise ValueError(f"{what}: uint8 data and an int8 kernel; got {data.dtype}, "
+                         f"{kernel.dtype}")
+    if kernel.ndim != 4 or const_shape(kernel, f"{what}: kernel")[1] != 1:
+        raise ValueError(f"{what}: the kernel must be (C, 1, R, S), got shape "
+                         f"{tuple(kernel.shape)}")
+    lanes = out_block or int8_lanes()
+    if data.ndim == 5 and int(data.shape[4]) != lanes:
+        raise ValueError(f"{what}: a data block of {int(data.shape[4])} channels for an "
+                         f"output block of {lanes}")
+    c, _, r, s = const_shape(kernel, f"{what}: kernel")
+    n, data_c, h, w, _ = _check_data(data, c, 1, what)
+    g = window_geometry(what, (h, w), (r, s), stride, padding, dilation)
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    data_vec = _pad_data(data, data_c, lanes, g.pad, data_zero_point, "uint8")
+    kernel_vec = tl.compute(
+        (-(-c // lanes), r, s, lanes),
+        lambda co, y, x, ci: tl.if_then_else(
+            co * lanes + ci < c, kernel[tl.minimum(co * lanes + ci, c - 1), 0, y, x],
+            tl.const(0, "int8")), name="kernel_vec", tag="injective,kernel_pack")
+    ky, kx = tl.reduce_axis((0, r), name="ky"), tl.reduce_axis((0, s), name="kx")
+    conv = tl.compute(
+        (n, -(-c // lanes), g.out_h, g.out_w, lanes),
+        lambda b, co, y, x, ci: tl.sum(
+            data_vec[b, co, y * sh + ky * dh, x * sw + kx * dw, ci].astype("int32")
+            * kernel_vec[co, ky, kx, ci].astype("int32"), axis=[ky, kx]),
+        name=DEPTHWISE_TAG, tag=DEPTHWISE_TAG,
+        attrs={"workload": ((n, c, h, w), (c, 1, r, s), g.stride, g.pad, g.dilation,
+                            data_zero_point)})
+    return _zero_point_corrected(conv, data_zero_point, lane_axis=3)
+
+
+def depthwise_conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,
+                               dilation=1, data_zero_point: int = 0) -> tl.Tensor:
+    """Depthwise (data - data_zero_point) * kernel summed over (kh, kw), uint8 NCHW data and
+    int8 (C, 1, R, S) kernel -> int32 NCHW: `depthwise_conv2d_NCHWc_int8` returned to NCHW."""
+    if data.ndim != 4:
+        raise ValueError(f"depthwise_conv2d_nchw_int8: NCHW data, got shape "
+                         f"{tuple(data.shape)}")
+    blocked = depthwise_conv2d_NCHWc_int8(data, kernel, stride, padding, dilation,
+                                          data_zero_point)
+    return _to_nchw(blocked, int(kernel.shape[0]), "depthwise_conv2d_int8_out")
 
 
 def conv2d_NCHWc_bf16(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0,

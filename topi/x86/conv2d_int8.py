@@ -11,6 +11,11 @@ stores vectors; an NCHW one is unpacked from the stored product. The data and ke
 into their blocked layouts run in parallel too. Fallback: the widest column tile that divides
 the output width with at most 28 accumulators (24 for the non-VNNI sequence, 12 with 16
 registers).
+
+The depthwise product (`depthwise_conv2d_NCHWc_int8`, channels in the lanes, no dot) takes the
+same register block with one channel block (`tile_oc` = 1): rows in parallel, `tile_ow`
+columns of int32 accumulators, the taps unrolled around them, each a widening multiply-add of
+a data vector and a kernel vector.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ import autotune
 import tensorlang as tl
 from tensorlang.schedule import AttachKind
 
-from ..nn.conv2d_int8 import BF16_TAG, TAG, conv2d_NCHWc_bf16, conv2d_nchw_int8
+from ..nn.conv2d_int8 import (
+    BF16_TAG,
+    DEPTHWISE_TAG,
+    TAG,
+    conv2d_NCHWc_bf16,
+    conv2d_nchw_int8,
+    depthwise_conv2d_nchw_int8,
+)
 from .common import compute_chain_at, fuse_parallel, static_extent
 from .config import schedule_tagged
 from .tensor_intrin import dot_bf16, dot_int8, int8_dot_kind
@@ -34,9 +46,11 @@ def _accumulators() -> int:
     return 28 if int8_dot_kind() != "maddubs" else 24
 
 
-def _define_space(cfg, out_w: int, oc_chunks: int, kernel_bytes: int, data_bytes: int) -> None:
+def _define_space(cfg, out_w: int, oc_chunks: int, kernel_bytes: int, data_bytes: int,
+                  depthwise: bool = False) -> None:
     widths = [d for d in range(1, min(out_w, 32) + 1) if out_w % d == 0]
-    blocks = [b for b in (1, 2, 4) if oc_chunks % b == 0]
+    # Depthwise: one channel block per register block (no input shared across blocks).
+    blocks = [1] if depthwise else [b for b in (1, 2, 4) if oc_chunks % b == 0]
     cfg.define_knob("tile_ow", widths)
     cfg.define_knob("tile_oc", blocks)
     cfg.define_knob("channels_outer", [False, True])
@@ -82,7 +96,8 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     block, or the NCHW unpacking with its epilogue."""
     data_vec, kernel_vec = conv.op.input_tensors
     _, oc_chunks, _, out_w, lanes = (static_extent(a) for a in conv.op.axis)
-    _define_space(cfg, out_w, oc_chunks, _size(kernel_vec), _size(data_vec))
+    _define_space(cfg, out_w, oc_chunks, _size(kernel_vec), _size(data_vec),
+                  conv.op.tag == DEPTHWISE_TAG)
     tile = cfg["tile_ow"].val, cfg["tile_oc"].val, cfg["channels_outer"].val
 
     if isinstance(data_vec.op, tl.ComputeOp):  # else blocked data read as it is
@@ -110,6 +125,13 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 
     g = s[local]
     gb, goc, gy, gx, goci = g.op.axis
+    if conv.op.tag == DEPTHWISE_TAG:
+        ky, kx = g.op.reduce_axis
+        g.reorder(gb, gy, goc, ky, kx, gx, goci)
+        g.vectorize(goci)
+        for axis in (gx, kx, ky):
+            g.unroll(axis)
+        return
     ico, ky, kx, icf, ics = g.op.reduce_axis
     g.reorder(gb, gy, ico, ky, kx, icf, gx, goc, goci, ics)
     g.vectorize(goci)  # the accumulators' zero fill (the update is the intrinsic)
@@ -133,8 +155,25 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
 def schedule_conv2d_nchw_int8(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
     """Schedule `topi.nn.conv2d_nchw_int8`, the blocked int8 and bf16 convolutions and what
     follows them (tuned config when one is active, else the fallback)."""
-    return schedule_tagged(outs, {TAG: "conv2d_int8.x86", BF16_TAG: "conv2d_bf16.x86"},
+    return schedule_tagged(outs, {TAG: "conv2d_int8.x86", BF16_TAG: "conv2d_bf16.x86",
+                                  DEPTHWISE_TAG: "depthwise_conv2d_int8.x86"},
                            schedule_conv2d_int8_with)
+
+
+def _nchw_template(cfg, compute, tag: str, data_shape, kernel_shape, args: tuple) -> tuple:
+    """The body of the NCHW int8 templates: `compute(data, kernel, *args)` scheduled with
+    `cfg`, and its flop count (2 per product of the NCHW output's points)."""
+    data = tl.placeholder(data_shape, "uint8", name="data")
+    kernel = tl.placeholder(kernel_shape, "int8", name="kernel")
+    out = compute(data, kernel, *args)
+    conv = out
+    while conv.op.tag != tag:  # through the unpacking and the zero point's correction
+        conv = conv.op.input_tensors[0]
+    s = tl.create_schedule(out.op)
+    schedule_conv2d_int8_with(cfg, s, conv, out)
+    n, k, h, w = (static_extent(a) for a in out.op.axis)
+    cfg.add_flop(2 * n * k * h * w * math.prod(kernel_shape[1:]))
+    return s, [data, kernel, out]
 
 
 @autotune.template("conv2d_int8.x86")
@@ -142,18 +181,17 @@ def conv2d_int8_template(cfg, data_shape, kernel_shape, stride, padding, dilatio
                          data_zero_point=0):
     """Tunable int8 conv2d: args ((N, C, H, W), (K, C, R, S), stride, padding, dilation,
     data zero point), uint8 data and int8 kernel, int32 NCHW output."""
-    data = tl.placeholder(data_shape, "uint8", name="data")
-    kernel = tl.placeholder(kernel_shape, "int8", name="kernel")
-    out = conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
-    conv = out
-    while conv.op.tag != TAG:  # through the unpacking and the zero point's correction
-        conv = conv.op.input_tensors[0]
-    s = tl.create_schedule(out.op)
-    schedule_conv2d_int8_with(cfg, s, conv, out)
-    n, _, h, w = (static_extent(a) for a in out.op.axis)
-    cfg.add_flop(2 * n * kernel_shape[0] * h * w * kernel_shape[1] * kernel_shape[2]
-                 * kernel_shape[3])
-    return s, [data, kernel, out]
+    return _nchw_template(cfg, conv2d_nchw_int8, TAG, data_shape, kernel_shape,
+                          (stride, padding, dilation, data_zero_point))
+
+
+@autotune.template("depthwise_conv2d_int8.x86")
+def depthwise_conv2d_int8_template(cfg, data_shape, kernel_shape, stride, padding, dilation,
+                                   data_zero_point=0):
+    """Tunable int8 depthwise conv2d: args ((N, C, H, W), (C, 1, R, S), stride, padding,
+    dilation, data zero point), uint8 data and int8 kernel, int32 NCHW output."""
+    return _nchw_template(cfg, depthwise_conv2d_nchw_int8, DEPTHWISE_TAG, data_shape,
+                          kernel_shape, (stride, padding, dilation, data_zero_point))
 
 
 @autotune.template("conv2d_bf16.x86")
