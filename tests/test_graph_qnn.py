@@ -198,6 +198,79 @@ def test_qdq_residual_cnn_keeps_int8_activations_blocked(tmp_path, target):
     np.testing.assert_allclose(ours, theirs, atol=3 * float(np.abs(theirs).max()) / 255)
 
 
+def _mobilenet_block_cnn(channels: int, size: int) -> object:
+    """A MobileNet-V2-like float CNN: a 3x3 stem (stride 2, ReLU6), an inverted residual block
+    (1x1 expansion, 3x3 depthwise, 1x1 projection, residual add), a block with a 5x5
+    depthwise convolution of stride 2, global pooling and a Gemm classifier."""
+    rng = np.random.default_rng(5)
+    c, e = channels, 3 * channels
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) * (2 / np.prod(shape[1:])) ** 0.5).astype("float32")
+
+    def bias(n):
+        return rng.standard_normal(n).astype("float32") * 0.1
+
+    inits = {"w0": weight(c, 3, 3, 3), "b0": bias(c), "w1": weight(e, c, 1, 1), "b1": bias(e),
+             "w2": weight(e, 1, 3, 3), "b2": bias(e), "w3": weight(c, e, 1, 1), "b3": bias(c),
+             "w4": weight(e, c, 1, 1), "b4": bias(e), "w5": weight(e, 1, 5, 5), "b5": bias(e),
+             "fc": weight(10, e), "fcb": np.zeros(10, "float32"),
+             "lo": np.array(0, "float32"), "hi": np.array(6, "float32")}
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1] * 4, strides=[2, 2]),
+             helper.make_node("Clip", ["c0", "lo", "hi"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]),
+             helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4, group=e),
+             helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
+             helper.make_node("Add", ["c3", "r0"], ["s"]),
+             helper.make_node("Conv", ["s", "w4", "b4"], ["c4"]),
+             helper.make_node("Clip", ["c4", "lo", "hi"], ["r4"]),
+             helper.make_node("Conv", ["r4", "w5", "b5"], ["c5"], pads=[2] * 4, strides=[2, 2],
+                              group=e),
+             helper.make_node("Clip", ["c5", "lo", "hi"], ["r5"]),
+             helper.make_node("GlobalAveragePool", ["r5"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                        [1, 3, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_qdq_depthwise_block_runs_int8_kernels(tmp_path, target):
+    """A QDQ MobileNet-like model: its depthwise convolutions (3x3, 5x5 of stride 2) run as
+    int8 kernels on the blocked uint8 activations (no float depthwise kernel, no layout
+    transform between the stem and the classifier), within one output quantum of
+    onnxruntime's int8 session."""
+    import tensorlang as tl
+
+    if "haswell" in target and not tl.Target("llvm")._has("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    rng = np.random.default_rng(6)
+    size = 26  # 13 after the stem, 7 after the strided depthwise: odd widths
+    qdq = _quantize_static(tmp_path, _mobilenet_block_cnn(32, size), [
+        {"x": rng.standard_normal((1, 3, size, size)).astype("float32")} for _ in range(4)])
+    with tl.Target(target):
+        optimized = str(tg.passes.optimize(tg.from_onnx(qdq)))
+    assert optimized.count("depthwise_conv2d_NCHWc_int8{") == 2
+    assert "depthwise_conv2d_NCHWc{" not in optimized and "depthwise_conv2d{" not in optimized
+    assert optimized.count("conv2d_NCHWc_int8{") == 6  # with the depthwise ones
+    assert optimized.count("layout_transform{") == 1  # before the classifier
+    quantum = next(numpy_helper.to_array(t) for t in qdq.graph.initializer
+                   if t.name == next(n.input[1] for n in qdq.graph.node
+                                     if n.op_type == "DequantizeLinear" and n.output[0] == "y"))
+    for _ in range(2):
+        x = rng.standard_normal((1, 3, size, size)).astype("float32")
+        theirs = _session(qdq).run(None, {"x": x})[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = tg.build(tg.from_onnx(qdq), target=target)(x=x)[0]
+        assert _cosine(ours, theirs) >= 0.999
+        np.testing.assert_allclose(ours, theirs, atol=1.001 * float(quantum))
+
+
 def _float_cnn(rng) -> tg.Graph:
     """conv (3 -> 32, 3x3) + ReLU, conv (32 -> 48, 3x3, stride 2) + ReLU, global pooling,
     dense to 10: odd sizes (13 x 13)."""

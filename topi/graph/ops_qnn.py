@@ -1,7 +1,7 @@
 """Graph ops of quantization: quantize, dequantize, requantize, the int8 dense and
 convolutions (NCHW, and NCHW[x]c in and out for models whose activations stay blocked), each
 registered once with its topi compute, x86 schedule and numpy reference (the pattern of
-`ops.py`). Scales and zero points are inputs (graph constants): one element per tensor, or one
+`ops.py`); depthwise convolutions have int8 forms of their own (channels in the lanes). Scales and zero points are inputs (graph constants): one element per tensor, or one
 per channel along `axis`."""
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import numpy as np
 import tensorlang as tl
 
 from .. import nn, x86
-from ..nn.conv2d_int8 import conv2d_NCHWc_bf16, conv2d_NCHWc_int8, conv2d_nchw_bf16
+from ..nn.conv2d_int8 import (
+    conv2d_NCHWc_bf16,
+    conv2d_NCHWc_int8,
+    conv2d_nchw_bf16,
+    depthwise_conv2d_NCHWc_int8,
+    depthwise_conv2d_nchw_int8,
+)
 from ..nn.dense_int8 import int8_lanes
 from ..testing import qnn as ref
 from .ops import OpPattern, register_op
@@ -70,17 +76,41 @@ def _conv2d_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, paddi
 
 register_op("conv2d_int8", _conv2d_int8, x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
             tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"}, reference=_conv2d_int8_reference)
-def _conv2d_nchwc_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
-                                 dilation=1, data_zero_point=0, out_block=None) -> np.ndarray:
-    """The NCHW reference on the blocked data, its output in blocks of `out_block`."""
-    if data.ndim == 5:
-        n, blocks, h, w, block = data.shape
-        data = data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
-    out = _conv2d_int8_reference(data, kernel, stride, padding, dilation, data_zero_point)
-    n, k, oh, ow = out.shape
-    lanes = out_block or int8_lanes()
-    out = np.pad(out, ((0, 0), (0, -k % lanes), (0, 0), (0, 0)))
-    return np.ascontiguousarray(out.reshape(n, -1, lanes, oh, ow).transpose(0, 1, 3, 4, 2))
+def _depthwise_int8(data, kernel, stride=1, padding=0, dilation=1, data_zero_point=0):
+    return depthwise_conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
+
+
+def _depthwise_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
+                              dilation=1, data_zero_point=0) -> np.ndarray:
+    from ..testing import depthwise_conv2d_nchw_python
+
+    centred = data.astype(np.float64) - data_zero_point
+    out = depthwise_conv2d_nchw_python(centred, kernel.astype(np.float64), stride, padding,
+                                       dilation)
+    return np.rint(out).astype(np.int32)
+
+
+register_op("depthwise_conv2d_int8", _depthwise_int8, x86.schedule_conv2d_nchw_int8,
+            P.OUT_FUSABLE, tasks={"depthwise_conv2d_NCHWc_int8": "depthwise_conv2d_int8.x86"},
+            reference=_depthwise_int8_reference)
+
+
+def _blocked_int8_reference(nchw_reference):
+    """The reference of an NCHW[x]c int8 op: `nchw_reference` on the blocked data (returned
+    to NCHW), its output in blocks of `out_block`."""
+
+    def reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dilation=1,
+                  data_zero_point=0, out_block=None) -> np.ndarray:
+        if data.ndim == 5:
+            n, blocks, h, w, block = data.shape
+            data = data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
+        out = nchw_reference(data, kernel, stride, padding, dilation, data_zero_point)
+        n, k, oh, ow = out.shape
+        lanes = out_block or int8_lanes()
+        out = np.pad(out, ((0, 0), (0, -k % lanes), (0, 0), (0, 0)))
+        return np.ascontiguousarray(out.reshape(n, -1, lanes, oh, ow).transpose(0, 1, 3, 4, 2))
+
+    return reference
 
 
 register_op("conv2d_NCHWc_int8", lambda data, kernel, stride=1, padding=0, dilation=1,
@@ -88,7 +118,16 @@ register_op("conv2d_NCHWc_int8", lambda data, kernel, stride=1, padding=0, dilat
                 data, kernel, stride, padding, dilation, data_zero_point, out_block),
             x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
             tasks={"conv2d_NCHWc_int8": "conv2d_int8.x86"},
-            reference=_conv2d_nchwc_int8_reference)
+            reference=_blocked_int8_reference(_conv2d_int8_reference))
+#: int8 depthwise convolutions kept blocked by int8_layout (data block = output block).
+register_op("depthwise_conv2d_NCHWc_int8", lambda data, kernel, stride=1, padding=0,
+            dilation=1, data_zero_point=0, out_block=None: depthwise_conv2d_NCHWc_int8(
+                data, kernel, stride, padding, dilation, data_zero_point, out_block),
+            x86.schedule_conv2d_nchw_int8, P.OUT_FUSABLE,
+            tasks={"depthwise_conv2d_NCHWc_int8": "depthwise_conv2d_int8.x86"},
+            reference=_blocked_int8_reference(_depthwise_int8_reference))
+
+
 def _conv2d_bf16_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
                            dilation=1) -> np.ndarray:
     from ..testing import conv2d_nchw_python

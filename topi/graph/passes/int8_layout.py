@@ -4,8 +4,9 @@ After `quantize_ops`, a QDQ model is a chain of int8 convolutions, each with an 
 rescales its int32 sums to float (a multiply by a constant per channel), adds the bias and
 requantizes to uint8 for the next one. In NCHW every convolution would copy its uint8 input into
 the blocked layout of the VNNI product and gather its output back out of it. Here each
-`conv2d_int8` whose output channels fill whole int32 vectors becomes `conv2d_NCHWc_int8`, whose
-output stays blocked (oc_bn = the target's int32 lanes), and what reads it channel by channel
+`conv2d_int8` whose output channels fill whole int32 vectors becomes `conv2d_NCHWc_int8` (a
+`depthwise_conv2d_int8`, `depthwise_conv2d_NCHWc_int8`), whose output stays blocked (oc_bn =
+the target's int32 lanes), and what reads it channel by channel
 stays blocked too: the elementwise epilogue, per-tensor quantize / dequantize / requantize, the
 residual adds and pooling (the rules of `alter_layout`, which this pass extends). A convolution
 reads a blocked input as it is. Float convolutions are left to `alter_layout`, which runs next:
@@ -32,6 +33,8 @@ from .common import copy_node
 #: The convolutions made blocked: their NCHW[x]c op and the channels per lane of its dot.
 BLOCKED_CONVS = {"conv2d_int8": ("conv2d_NCHWc_int8", GROUP),
                  "conv2d_bf16": ("conv2d_NCHWc_bf16", BF16_GROUP)}
+#: Depthwise: channels in the lanes, so the data's block is the output's.
+BLOCKED_DEPTHWISE = {"depthwise_conv2d_int8": "depthwise_conv2d_NCHWc_int8"}
 #: Quantization ops, blocked where their scales and zero points are one per tensor.
 QNN_OPS = ("quantize", "dequantize", "requantize")
 
@@ -45,6 +48,8 @@ class _Int8Rewriter(_Rewriter):
             return copy_node(self.out, old, inputs)
         if old.op in BLOCKED_CONVS:
             new = self.conv2d(old, inputs)
+        elif old.op in BLOCKED_DEPTHWISE:
+            new = self.int8_depthwise(old, inputs)
         elif old.op in QNN_OPS:
             new = self.per_tensor(old, inputs)
         elif old.op in POOLS or old.op == "bias_add" or \
@@ -66,6 +71,16 @@ class _Int8Rewriter(_Rewriter):
         source = data if block % group == 0 else self.as_block(data, 0)
         extra = {"out_block": lanes} if op == "conv2d_NCHWc_int8" else {}
         return self.blocked_op(old, op, [source, weight], lanes, **extra, **old.attrs)
+
+    def int8_depthwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        data, weight = inputs
+        lanes = int8_lanes()
+        if weight.kind is not NodeKind.CONSTANT or weight.shape[0] % lanes:
+            return None
+        # Read as it is in blocks of the lanes, else copied into them from NCHW by the op.
+        source = data if self.block.get(data) == lanes else self.as_block(data, 0)
+        return self.blocked_op(old, BLOCKED_DEPTHWISE[old.op], [source, weight], lanes,
+                               out_block=lanes, **old.attrs)
 
     def per_tensor(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         data, *params = inputs

@@ -7,7 +7,9 @@ point) and int8 weights (zero zero points, a scale per output channel or one), i
     float(conv2d_int8(x_q, W_q, data_zero_point=zp_x)) * (s_x * s_w per channel)
 
 exactly up to float rounding: an int8 kernel (VNNI where the target has it) whose output stage
-rescales to float, into which the bias, ReLU and the next QuantizeLinear fuse as before. dense
+rescales to float, into which the bias, ReLU and the next QuantizeLinear fuse as before. A
+depthwise convolution (one filter per channel: MobileNet's, EfficientNet's) likewise becomes
+`depthwise_conv2d_int8`, with the weight's scales per channel. dense
 (Gemm) and 2-D matmul (MatMul on a weight) likewise, the zero point of the data subtracted as
 zp_x x the weight's row sums. Runs before fold_constants, while weights are still
 dequantize(int8 constant) nodes (the ONNX frontend keeps them so).
@@ -70,12 +72,25 @@ def _rescaled(out: Graph, node: Node, acc: Node, scale: np.ndarray) -> Node:
                         out.constant(rescale, f"{node.name}__rescale"), name=node.name)
 
 
+#: The int8 op of each convolution.
+INT8_CONVS = {"conv2d": "conv2d_int8", "depthwise_conv2d": "depthwise_conv2d_int8"}
+
+
 def _conv2d(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
-    data, weight = _per_tensor_data(inputs[0]), _int8_weight(inputs[1], 0)
+    """A convolution, or a depthwise one with one filter per channel, of dequantized uint8
+    data and int8 weight; the depthwise weight is the graph's reshape of the ONNX one to
+    (C, 1, R, S), looked through."""
+    weight = inputs[1]
+    if node.op == "depthwise_conv2d":
+        if weight.shape[1] != 1:
+            return None
+        if weight.op == "reshape" and weight.inputs[0].shape == weight.shape:
+            weight = weight.inputs[0]
+    data, weight = _per_tensor_data(inputs[0]), _int8_weight(weight, 0)
     if data is None or weight is None:
         return None
     source, scale, zero = data
-    acc = out.apply("conv2d_int8", source, out.constant(weight[0], f"{node.name}__w8"),
+    acc = out.apply(INT8_CONVS[node.op], source, out.constant(weight[0], f"{node.name}__w8"),
                     data_zero_point=zero, name=f"{node.name}__int8", **node.attrs)
     return _rescaled(out, node, acc, scale * weight[1])
 
@@ -133,7 +148,7 @@ def _quantize(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
 
 
 #: The rewrites by op: each returns the replacement of the node, or None to keep it.
-REWRITES = {"conv2d": _conv2d, "dense": _dense, "matmul": _dense, "add": _add,
+REWRITES = {"conv2d": _conv2d, "depthwise_conv2d": _conv2d, "dense": _dense, "matmul": _dense, "add": _add,
             "max_pool2d": _max_pool, "quantize": _quantize}
 
 
