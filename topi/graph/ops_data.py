@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import nn, testing, x86
+from ..x86.resize import schedule_resize2d
 from .ops import OpPattern, register_op
 
 P = OpPattern
@@ -68,7 +69,7 @@ def _instance_norm(fn: Callable) -> Callable:
 # name -> (attr adapter, schedule, pattern); the adapter serves the topi compute and the numpy
 # reference alike, since topi.testing follows topi.nn's argument order
 _OPS = {
-    "resize2d": (_resize, _INJ, P.INJECTIVE),
+    "resize2d": (_resize, schedule_resize2d, P.INJECTIVE),
     "cumsum": (_cumsum, _RED, P.REDUCTION),
     "tile": (_tile, _INJ, P.INJECTIVE),
     "broadcast_to": (_broadcast_to, _INJ, P.INJECTIVE),

@@ -9,7 +9,7 @@ read is clamped into the input.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -23,6 +23,10 @@ RESIZE_METHODS = ("nearest", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                     "tf_half_pixel_for_nn", "half_pixel_symmetric")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: Tags of resize2d's helper stages, which schedules must not inline: the per-column tap tables
+#: and the horizontal pass of a separable interpolation.
+TABLE_TAG = "resize,table"
+ROWS_TAG = "resize,rows"
 
 
 def coordinate_constants(in_size: int, out_size: int, mode: str) -> tuple[float, float, float]:
@@ -136,6 +140,22 @@ def _cubic_taps(coord: Expr, n: int, a: float, exclude_outside: bool) -> list[tu
     return [(_clamp(i, n), w) for i, w in zip(raw, weights)]
 
 
+#: (coordinate transformation, nearest mode) pairs that pick input index `x // k` for output
+#: index x when the output is exactly k times the input: the half-pixel coordinates of output
+#: block q lie strictly within q +- 0.5 (rounded to q), tf_half_pixel_for_nn's and asymmetric's
+#: in [q, q + 1) (floored to q); half_pixel_symmetric has no offset at an exact multiple.
+_REPEATING = {(m, r) for m in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric")
+              for r in ("round_prefer_floor", "round_prefer_ceil")} | {
+    ("asymmetric", "floor"), ("tf_half_pixel_for_nn", "floor")}
+
+
+def _repeats(in_size: int, out_size: int, mode: str, nearest_mode: str) -> bool:
+    """Whether nearest resizing repeats each input index out_size / in_size times (an integer
+    upscale in a mode of `_REPEATING`): the index is then one division by a constant (a shift
+    for powers of two) instead of a float coordinate, a floor and a clamp per lane."""
+    return out_size % in_size == 0 and out_size > in_size and (mode, nearest_mode) in _REPEATING
+
+
 def resize2d(
     x: tl.Tensor,
     size: Sequence[int],
@@ -171,6 +191,8 @@ def resize2d(
     def taps(v: Expr, in_size: int, out_size: int) -> list[tuple[Expr, Expr | None]]:
         if in_size == out_size:
             return [(v, None)]  # an axis kept at its size is copied (onnxruntime's rule)
+        if method == "nearest" and _repeats(in_size, out_size, mode, nearest_mode):
+            return [(v // (out_size // in_size), None)]
         coord = _source_coord(v, in_size, out_size, mode)
         if method == "nearest":
             return [(_nearest(coord, in_size, nearest_mode), None)]
@@ -178,22 +200,63 @@ def resize2d(
             return _linear_taps(coord, in_size)
         return _cubic_taps(coord, in_size, cubic_coeff_a, bool(exclude_outside))
 
-    def f(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
-        rows, cols = taps(oy, in_h, out_h), taps(ox, in_w, out_w)
-        if len(rows) == len(cols) == 1:  # nearest, or neither axis resized
-            return x[b, ch, rows[0][0], cols[0][0]]
-        rows = [(i, tl.const(1.0, "float32") if w is None else w) for i, w in rows]
-        cols = [(i, tl.const(1.0, "float32") if w is None else w) for i, w in cols]
-        # float64 data interpolates in float64; narrower floats in float32
-        acc = "float64" if x.dtype == "float64" else "float32"
+    # float64 data interpolates in float64; narrower floats in float32
+    acc = "float64" if x.dtype == "float64" else "float32"
+    if method == "nearest" or (in_h == out_h and in_w == out_w):
+        # one read per output: its index arithmetic costs less than loading it from a table
+        def pick(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
+            return x[b, ch, taps(oy, in_h, out_h)[0][0], taps(ox, in_w, out_w)[0][0]]
+        return tl.compute((n, c, out_h, out_w), pick, name="resize2d", tag=INJECTIVE)
+    col_taps = _column_tables(taps, in_w, out_w, acc)
+
+    def weighted(terms: list[tuple[Expr, Expr | None]]) -> Expr:
         value = None
-        for iy, wy in rows:
-            row = None
-            for ix, wx in cols:
-                term = x[b, ch, iy, ix].astype(acc) * wx.astype(acc)  # type: ignore[union-attr]
-                row = term if row is None else row + term
-            term = row * wy.astype(acc)  # type: ignore[union-attr]
+        for v, w in terms:
+            term = v.astype(acc) if w is None else v.astype(acc) * w.astype(acc)
             value = term if value is None else value + term
-        return value.astype(x.dtype)
+        return value  # type: ignore[return-value]
+
+    def horizontal(b: Expr, ch: Expr, iy: Expr, ox: Expr) -> Expr:
+        return weighted([(x[b, ch, iy, ix], w) for ix, w in col_taps(ox)])
+
+    source: Callable[[Expr, Expr, Expr, Expr], Expr] = horizontal
+    # Separable: the horizontal pass runs once per input row when that is no more work than
+    # once per output tap row (upsampling, or a kept height); the vertical pass then reads whole
+    # rows of it with contiguous vector loads. Otherwise each output row interpolates directly.
+    if in_w != out_w and in_h <= out_h * len(taps(tl.const(0, "int32"), in_h, out_h)):
+        rows = tl.compute((n, c, in_h, out_w), horizontal, name="resize2d_rows", tag=ROWS_TAG)
+        source = lambda b, ch, iy, ox: rows[b, ch, iy, ox]  # noqa: E731
+
+    def f(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
+        return weighted([(source(b, ch, iy, ox), w) for iy, w in taps(oy, in_h, out_h)]
+                        ).astype(x.dtype)
 
     return tl.compute((n, c, out_h, out_w), f, name="resize2d", tag=INJECTIVE)
+
+
+def _weight(tap: tuple[Expr, Expr | None], acc: str) -> Expr:
+    _, w = tap
+    assert w is not None  # linear and cubic taps of a resized axis are weighted
+    return w.astype(acc)
+
+
+Taps = Callable[[Expr, int, int], list[tuple[Expr, Expr | None]]]
+
+
+def _column_tables(taps: Taps, in_w: int, out_w: int,
+                   acc: str) -> Callable[[Expr], list[tuple[Expr, Expr | None]]]:
+    """The column taps of a linear or cubic resize at output column `ox`, read from tables
+    (index and weight of each tap, one small stage each, tag TABLE_TAG) that are computed once
+    per call instead of once per output row: the vectorized column loop loads its indices and
+    weights instead of recomputing floors, clamps and cubic polynomials lane by lane. An axis
+    kept at its size reads `ox` itself."""
+    if in_w == out_w:
+        return lambda ox: [(ox, None)]
+    tables = []
+    for k in range(len(taps(tl.const(0, "int32"), in_w, out_w))):
+        index = tl.compute((out_w,), lambda ox, k=k: taps(ox, in_w, out_w)[k][0],
+                           name=f"resize2d_col{k}", tag=TABLE_TAG)
+        weight = tl.compute((out_w,), lambda ox, k=k: _weight(taps(ox, in_w, out_w)[k], acc),
+                            name=f"resize2d_colw{k}", tag=TABLE_TAG)
+        tables.append((index, weight))
+    return lambda ox: [(i[ox], w[ox]) for i, w in tables]
