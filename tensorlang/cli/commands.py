@@ -47,7 +47,7 @@ from .models import (
 from .ops import OpError, Window, Workload, op_table, resolve
 from .table import format_table
 
-TUNERS = ("xgb", "ga", "random", "grid")
+TUNERS = ("xgb", "evolutionary", "ga", "random", "grid")
 
 
 @contextlib.contextmanager
@@ -104,7 +104,9 @@ def search_options(budget: str, default_log: str) -> Callable[[Callable[..., Any
                      help=f"measurements {budget}, counting those already in the log"),
         click.option("--log", type=click.Path(dir_okay=False),
                      help=f"JSON-lines log to append to and resume from  [default: {default_log}]"),
-        click.option("--tuner", type=click.Choice(TUNERS), default="xgb", show_default=True),
+        click.option("--tuner", type=click.Choice(TUNERS),
+                     help="the search [default: each task's own: xgb for templates, evolutionary "
+                          "for auto-scheduled tasks]"),
         click.option("--seed", type=int, help="makes the search reproducible (up to timing noise)"),
     ]
 
@@ -160,7 +162,7 @@ Examples:
 @click.option("--no-compare", is_flag=True, help="skip the final side-by-side table")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any, padding: Any,
-         dilation: Any, target: str, trials: int, log: str | None, tuner: str,
+         dilation: Any, target: str, trials: int, log: str | None, tuner: str | None,
          seed: int | None, early_stopping: int | None, rounds: int, no_compare: bool,
          quiet: bool) -> None:
     """Tune OP for a shape, then compare the best kernel with the fallback and with numpy or
@@ -169,7 +171,7 @@ def tune(op: str, shape: str | None, args_: str | None, dtype: str, stride: Any,
     log = log or f"{op.rpartition(':')[2].removesuffix('.py')}.jsonl"
     click.echo(f"tuning {workload.label} ({task.name}, {len(task.config_space)} configs, "
                f"{task.flop / 1e9:.3g} GFLOP per run) on {target}, {tl.get_num_threads()} "
-               f"threads: {tuner} tuner, {trials} trials, log {log}")
+               f"threads: {tuner or getattr(task, 'default_tuner', 'xgb')} tuner, {trials} trials, log {log}")
     with user_errors():
         result = autotune.tune(task, trials=trials, tuner=tuner, log_file=log, seed=seed,
                                early_stopping=early_stopping, progress=not quiet)
@@ -392,14 +394,15 @@ Example:
 @search_options("over all the model's tasks", "MODEL.jsonl")
 @click.option("--quiet", "-q", is_flag=True, help="no line per tuning round")
 def model_tune(model_path: str, target: str, shapes: Shapes, trials: int, log: str | None,
-               tuner: str, seed: int | None, quiet: bool) -> None:
+               tuner: str | None, seed: int | None, quiet: bool) -> None:
     """Tune the model's tasks with one budget of TRIALS, spent where it gains the most."""
     log = log or f"{Path(model_path).stem}.jsonl"
     with user_errors():
         tl.Target(target)
         g = load_graph(model_path, shapes).graph
         tasks = tg.extract_tasks(g, target)
-        click.echo(f"tuning {model_path}: {len(tasks)} tasks on {target}, {tuner} tuner, "
+        search = tuner or "each task's default"
+        click.echo(f"tuning {model_path}: {len(tasks)} tasks on {target}, {search} tuner, "
                    f"{trials} trials, log {log}")
         result = tg.tune(g, trials=trials, log_file=log, target=target, tuner=tuner, seed=seed,
                          progress=not quiet, stream=sys.stdout)
