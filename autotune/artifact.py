@@ -252,6 +252,8 @@ class RunSettings:
     relative_cutoff: float = 2.0
     ci_target: float = 0.0
     min_repeat: int = 2
+    cold_factor: float = 2.0
+    probe_seconds: float = 0.0
 
 
 def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
@@ -324,7 +326,7 @@ def run_job(payload: tuple[Artifact, RunSettings],
         for hook in hooks:
             hook()
         if settings.best_seconds is not None:  # a first call past this cannot compete: stopped
-            stage(slow_first_call(settings) + REPORT_SECONDS, MeasureErrorNo.RUN_TIMEOUT,
+            stage(first_call_limit(settings) + REPORT_SECONDS, MeasureErrorNo.RUN_TIMEOUT,
                   MeasureErrorNo.RUNTIME_ERROR)
         start = time.perf_counter()
         module(*arrays)  # warms caches and the thread pool, and gives a first estimate
@@ -355,9 +357,18 @@ def run_job(payload: tuple[Artifact, RunSettings],
 
 def slow_first_call(settings: RunSettings) -> float:
     """Seconds beyond which a first (cold) call shows a config cannot compete, once a best
-    cost is known: twice the cutoff (a cold call is not that much slower than a warm one)."""
+    cost is known: `cold_factor` times the cutoff (a cold call is not much slower than a warm
+    one: the inputs are made and the code loaded before it)."""
     assert settings.best_seconds is not None
-    return 2 * settings.relative_cutoff * settings.best_seconds + COLD_CALL_SECONDS
+    cutoff = settings.relative_cutoff * settings.best_seconds
+    return settings.cold_factor * cutoff + COLD_CALL_SECONDS
+
+
+def first_call_limit(settings: RunSettings) -> float:
+    """Seconds a first call may run before the runner kills the worker: past
+    `slow_first_call`, but not before `probe_seconds` (what a kill and a fresh worker cost),
+    so that a call that ends sooner than a restart would is waited for, not killed."""
+    return max(slow_first_call(settings), settings.probe_seconds)
 
 
 def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
