@@ -68,3 +68,29 @@ def test_static_and_column_reductions_are_not_its_own():
     n = tl.var("n")
     assert schedule_symbolic_rows(nn.softmax(tl.placeholder((3, 17), name="x"), -1)) is None
     assert schedule_symbolic_rows(nn.softmax(tl.placeholder((n, 17), name="x"), 0)) is None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("serial", [False, True])
+def test_lanes_reduced_by_halves_keep_masks_and_nan(target, serial):
+    """The partial results' lanes reduced by halves (16 -> 8 -> 4 -> 2): rows masked with the
+    dtype's most negative value on all but a few columns, a row holding a NaN (NaN out, as
+    numpy), log_softmax's sum too."""
+    b, n = tl.var("b"), tl.var("n")
+    x = tl.placeholder((b, n), name="x")
+    outs = {"softmax": (nn.softmax(x, -1), ref.softmax_python),
+            "log_softmax": (nn.log_softmax(x, -1), ref.log_softmax_python)}
+    rng = np.random.default_rng(2)
+    for name, (out, expected) in outs.items():
+        f = _build(out, [x], target, serial)
+        for rows, size in [(1, 1), (3, 2), (2, 17), (5, 33), (1, 64)]:
+            xa = (rng.standard_normal((rows, size)) * 10).astype("float32")
+            xa[:, 1::3] = np.finfo("float32").min
+            if rows > 2:
+                xa[1, size // 2] = np.nan
+            got = np.empty(xa.shape, "float32")
+            f(xa, got)
+            with np.errstate(invalid="ignore"):
+                want = expected(xa, -1)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} {rows} x {size}")
