@@ -16,7 +16,10 @@ reported (> 1: the first named is faster):
 - conv rows: our int8 conv2d (`topi.nn.conv2d_nchw_int8`, requantized to uint8, the kernel
   blocked inside the call) against our float32 conv2d, and against onnxruntime's QLinearConv
   (int8/ort QLinear);
-- model rows (`--models resnet50`): a torchvision model (random weights) quantized by
+- depthwise rows (`--depthwise`): our int8 depthwise conv2d as a model runs it (uint8
+  NCHW[x]c in, requantized to uint8 NCHW[x]c) against our float32 depthwise_conv2d_NCHWc and
+  onnxruntime's QLinearConv with one group per channel;
+- model rows (`--models resnet50,mobilenet_v2`): a torchvision model (random weights) quantized by
   onnxruntime's `quantize_static` (after `quant_pre_process`; QDQ, per-channel int8 weights,
   uint8 activations, calibrated on 8 random images) built by `topi.graph` against onnxruntime's session of the same model
   (int8/ort) and against our float32 build of the float model (int8/fp32), with the cosine of
@@ -25,6 +28,7 @@ reported (> 1: the first named is faster):
     python benchmarks/bench_int8.py
     python benchmarks/bench_int8.py --shapes 1024x1024x1024 --targets llvm,"llvm -mcpu=haswell"
     python benchmarks/bench_int8.py --shapes '' --convs '' --models resnet50 --rounds 10
+    python benchmarks/bench_int8.py --shapes '' --convs '' --models mobilenet_v2
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ import numpy as np
 import tensorlang as tl
 import topi
 from tensorlang.benchmark import compare
-from topi.x86.tensor_intrin import has_bf16_dot, int8_dot_kind
+from topi.x86.tensor_intrin import has_bf16_dot, int8_dot_kind, int8_lanes
 
 SHAPES = ("1024x1024x1024", "128x768x3072", "512x512x2048")
 #: Convolutions as CxHxW-K-R (batch 1, stride 1, padding R // 2): ResNet's 3x3 layers.
 CONVS = ("64x56x56-64-3", "128x28x28-128-3", "256x14x14-256-3")
+#: Depthwise convolutions as CxHxW-R-stride (batch 1, padding R // 2): MobileNet-V2's.
+DEPTHWISE = ("144x56x56-3-1", "144x56x56-3-2", "384x14x14-3-1", "960x7x7-3-1")
 
 
 def _build_dense(m: int, n: int, k: int, data_dtype: str, weight_dtype: str, target: str,
@@ -128,7 +134,8 @@ def bench(shape: str, target: str, args: argparse.Namespace) -> dict:
     return row
 
 
-def _conv_session(c: int, h: int, w: int, k: int, r: int, kernel: np.ndarray, threads: int):
+def _conv_session(c: int, h: int, w: int, k: int, r: int, kernel: np.ndarray, threads: int,
+                  stride: int = 1, group: int = 1):
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -139,10 +146,12 @@ def _conv_session(c: int, h: int, w: int, k: int, r: int, kernel: np.ndarray, th
                         ("y_scale", np.float32(0.5)), ("y_zp", np.uint8(128))):
         inits.append(numpy_helper.from_array(np.array(value), name))
     node = helper.make_node("QLinearConv", ["X", "x_scale", "x_zp", "W", "w_scale", "w_zp",
-                                            "y_scale", "y_zp"], ["Y"], pads=[r // 2] * 4)
+                                            "y_scale", "y_zp"], ["Y"], pads=[r // 2] * 4,
+                            strides=[stride] * 2, group=group)
+    oh, ow = -(-h // stride), -(-w // stride)
     graph = helper.make_graph(
         [node], "conv", [helper.make_tensor_value_info("X", TensorProto.UINT8, [1, c, h, w])],
-        [helper.make_tensor_value_info("Y", TensorProto.UINT8, [1, k, h, w])], inits)
+        [helper.make_tensor_value_info("Y", TensorProto.UINT8, [1, k, oh, ow])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -185,6 +194,60 @@ def bench_conv(spec: str, target: str, args: argparse.Namespace) -> dict:
         theirs = session.run(None, {"X": a})[0]
         row["QLinear max diff"] = int(np.abs(out.astype(int) - theirs.astype(int)).max())
         row["int8/ort QLinear"] = compare(lambda: int8(a, wt, out),
+                                          lambda: session.run(None, {"X": a}),
+                                          repeat=args.rounds).speedup
+    return row
+
+
+def bench_depthwise(spec: str, target: str, args: argparse.Namespace) -> dict:
+    """int8 depthwise conv2d as a quantized model runs it (`depthwise_conv2d_NCHWc_int8`,
+    uint8 NCHW[x]c in, requantized to uint8 NCHW[x]c, the kernel packed beforehand) against
+    our float32 `depthwise_conv2d_NCHWc` (blocked in and out) and onnxruntime's QLinearConv
+    with one group per channel (NCHW uint8)."""
+    from topi.nn.conv2d_int8 import depthwise_conv2d_NCHWc_int8
+
+    chw, r, stride = spec.split("-")
+    c, h, w = (int(v) for v in chw.split("x"))
+    r, stride = int(r), int(stride)
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (1, c, h, w)).astype("uint8")
+    wt = rng.integers(-128, 128, (c, 1, r, r)).astype("int8")
+    with tl.Target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lanes = int8_lanes()
+        data = tl.placeholder((1, c // lanes, h, w, lanes), "uint8", name="data")
+        kernel = tl.placeholder(wt.shape, "int8", name="kernel")
+        acc = depthwise_conv2d_NCHWc_int8(data, kernel, stride, r // 2, 1)
+        # The epilogue a QDQ model fuses: a float rescale per channel, then QuantizeLinear.
+        scale = tl.placeholder((c // lanes, lanes), "float32", name="scale")
+        scaled = tl.compute(acc.shape, lambda b, o, y, x, i: acc[b, o, y, x, i].astype(
+            "float32") * scale[o, i], name="rescale", tag="elemwise")
+        q = topi.nn.qnn.quantize(scaled, 0.5, 128, out_dtype="uint8")
+        int8 = tl.build(topi.x86.schedule_conv2d_nchw_int8(q), [data, kernel, scale, q],
+                        target=target)
+        block = tl.Target(target).vector_lanes("float32")
+        df = tl.placeholder((1, c // block, h, w, block), "float32", name="data")
+        kf = tl.placeholder((c // block, r, r, block), "float32", name="kernel")
+        of = topi.nn.depthwise_conv2d_NCHWc(df, kf, stride, r // 2)
+        fp32 = tl.build(topi.x86.schedule_depthwise_conv2d_NCHWc(of), [df, kf, of],
+                        target=target)
+    blocked = a.reshape(1, c // lanes, lanes, h, w).transpose(0, 1, 3, 4, 2).copy()
+    rescale = np.full((c // lanes, lanes), 0.02 * 0.01, "float32")
+    out = np.zeros(tuple(int(d) for d in q.shape), "uint8")
+    af = np.zeros(tuple(int(d) for d in df.shape), "float32")
+    wf = np.zeros(tuple(int(d) for d in kf.shape), "float32")
+    off = np.zeros(tuple(int(d) for d in of.shape), "float32")
+    row = {"shape": f"depthwise {spec}", "target": target,
+           "int8 kind": int8_dot_kind(tl.Target(target))}
+    row["int8/fp32"] = compare(lambda: int8(blocked, wt, rescale, out), lambda: fp32(af, wf, off),
+                               repeat=args.rounds).speedup
+    if args.ort and target == "llvm":
+        session = _conv_session(c, h, w, c, r, wt, args.threads, stride, group=c)
+        int8(blocked, wt, rescale, out)
+        theirs = session.run(None, {"X": a})[0]
+        ours = out.transpose(0, 1, 4, 2, 3).reshape(theirs.shape)
+        row["QLinear max diff"] = int(np.abs(ours.astype(int) - theirs.astype(int)).max())
+        row["int8/ort QLinear"] = compare(lambda: int8(blocked, wt, rescale, out),
                                           lambda: session.run(None, {"X": a}),
                                           repeat=args.rounds).speedup
     return row
@@ -278,6 +341,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--convs", default=",".join(CONVS), help="'' for none")
+    parser.add_argument("--depthwise", default=",".join(DEPTHWISE), help="'' for none")
     parser.add_argument("--models", default="", help="quantized torchvision models, e.g. "
                         "resnet50 (needs torch, torchvision and onnxruntime)")
     parser.add_argument("--targets", default="llvm,llvm -mcpu=haswell")
@@ -289,6 +353,9 @@ def main() -> None:
     rows = [bench(shape, target, args) for shape in filter(None, args.shapes.split(","))
             for target in args.targets.split(",")]
     rows += [bench_conv(spec, target, args) for spec in filter(None, args.convs.split(","))
+             for target in args.targets.split(",")]
+    rows += [bench_depthwise(spec, target, args)
+             for spec in filter(None, args.depthwise.split(","))
              for target in args.targets.split(",")]
     rows += [bench_model(name, args) for name in filter(None, args.models.split(","))]
     print(f"\n{tl.Target('llvm')} ({_flags()}), {args.threads} threads; ratios: the first "

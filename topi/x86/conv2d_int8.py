@@ -60,7 +60,8 @@ def _define_space(cfg, out_w: int, oc_chunks: int, kernel_bytes: int, data_bytes
         # channel blocks go outermost instead, and each block's filters stay in the L2 cache
         # while it runs over the rows.
         cfg.fallback_knob("channels_outer", kernel_bytes > data_bytes)
-        budget = _accumulators()
+        # Depthwise: half, the data and kernel vectors of the unrolled taps stay live too.
+        budget = _accumulators() // (2 if depthwise else 1)
         best = max(((w * b, w, b) for w in widths for b in blocks if w * b <= budget))
         cfg.fallback_knob("tile_ow", best[1])
         cfg.fallback_knob("tile_oc", best[2])
