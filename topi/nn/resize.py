@@ -27,6 +27,9 @@ NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 #: and the horizontal pass of a separable interpolation.
 TABLE_TAG = "resize,table"
 ROWS_TAG = "resize,rows"
+#: Attribute of a resize2d stage that copies one input element per output (nearest, or no axis
+#: resized), so that schedules can tell it from an interpolation.
+PICK_ATTR = "resize_pick"
 
 
 def coordinate_constants(in_size: int, out_size: int, mode: str) -> tuple[float, float, float]:
@@ -206,7 +209,8 @@ def resize2d(
         # one read per output: its index arithmetic costs less than loading it from a table
         def pick(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
             return x[b, ch, taps(oy, in_h, out_h)[0][0], taps(ox, in_w, out_w)[0][0]]
-        return tl.compute((n, c, out_h, out_w), pick, name="resize2d", tag=INJECTIVE)
+        return tl.compute((n, c, out_h, out_w), pick, name="resize2d", tag=INJECTIVE,
+                          attrs={PICK_ATTR: True})
     col_taps = _column_tables(taps, in_w, out_w, acc)
 
     def weighted(terms: list[tuple[Expr, Expr | None]]) -> Expr:
