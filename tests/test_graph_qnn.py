@@ -198,12 +198,12 @@ def test_qdq_residual_cnn_keeps_int8_activations_blocked(tmp_path, target):
     np.testing.assert_allclose(ours, theirs, atol=3 * float(np.abs(theirs).max()) / 255)
 
 
-def _mobilenet_block_cnn(channels: int, size: int) -> object:
+def _mobilenet_block_cnn(channels: int, size: int, expansion: int = 3) -> object:
     """A MobileNet-V2-like float CNN: a 3x3 stem (stride 2, ReLU6), an inverted residual block
     (1x1 expansion, 3x3 depthwise, 1x1 projection, residual add), a block with a 5x5
     depthwise convolution of stride 2, global pooling and a Gemm classifier."""
     rng = np.random.default_rng(5)
-    c, e = channels, 3 * channels
+    c, e = channels, expansion * channels
 
     def weight(*shape):
         return (rng.standard_normal(shape) * (2 / np.prod(shape[1:])) ** 0.5).astype("float32")
@@ -269,6 +269,26 @@ def test_qdq_depthwise_block_runs_int8_kernels(tmp_path, target):
             ours = tg.build(tg.from_onnx(qdq), target=target)(x=x)[0]
         assert _cosine(ours, theirs) >= 0.999
         np.testing.assert_allclose(ours, theirs, atol=1.001 * float(quantum))
+
+
+def test_qdq_depthwise_block_of_24_channels_reads_blocked_inputs(tmp_path):
+    """24 channels fill no AVX-512 int32 vector: the convolutions to 24 channels give NCHW,
+    reading the blocked output of the depthwise convolution as it is (no layout transform
+    between convolutions); the result matches onnxruntime's int8 session."""
+    import tensorlang as tl
+
+    rng = np.random.default_rng(7)
+    size = 22
+    qdq = _quantize_static(tmp_path, _mobilenet_block_cnn(24, size, expansion=4), [
+        {"x": rng.standard_normal((1, 3, size, size)).astype("float32")} for _ in range(4)])
+    with tl.Target("llvm -mcpu=skylake-avx512"):
+        optimized = str(tg.passes.optimize(tg.from_onnx(qdq)))
+    assert optimized.count("depthwise_conv2d_NCHWc_int8{") == 2
+    assert optimized.count("layout_transform{") == 1  # before the classifier
+    x = rng.standard_normal((1, 3, size, size)).astype("float32")
+    theirs = _session(qdq).run(None, {"x": x})[0]
+    ours = _ours(qdq, {"x": x})
+    assert _cosine(ours, theirs) >= 0.999
 
 
 def _float_cnn(rng) -> tg.Graph:

@@ -65,11 +65,20 @@ def _conv2d_int8(data, kernel, stride=1, padding=0, dilation=1, data_zero_point=
     return nn.conv2d_nchw_int8(data, kernel, stride, padding, dilation, data_zero_point)
 
 
+def _unblocked(data: np.ndarray) -> np.ndarray:
+    """NCHW[x]c data back in NCHW (NCHW data as it is)."""
+    if data.ndim == 4:
+        return data
+    n, blocks, h, w, block = data.shape
+    return data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
+
+
 def _conv2d_int8_reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0,
                            dilation=1, data_zero_point=0) -> np.ndarray:
+    """NCHW, or NCHW[x]c data (int8_layout's input to an NCHW output) -> int32 NCHW."""
     from ..testing import conv2d_nchw_python
 
-    centred = data.astype(np.float64) - data_zero_point
+    centred = _unblocked(data).astype(np.float64) - data_zero_point
     out = conv2d_nchw_python(centred, kernel.astype(np.float64), stride, padding, dilation)
     return np.rint(out).astype(np.int32)
 
@@ -101,10 +110,8 @@ def _blocked_int8_reference(nchw_reference):
 
     def reference(data: np.ndarray, kernel: np.ndarray, stride=1, padding=0, dilation=1,
                   data_zero_point=0, out_block=None) -> np.ndarray:
-        if data.ndim == 5:
-            n, blocks, h, w, block = data.shape
-            data = data.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)
-        out = nchw_reference(data, kernel, stride, padding, dilation, data_zero_point)
+        out = nchw_reference(_unblocked(data), kernel, stride, padding, dilation,
+                             data_zero_point)
         n, k, oh, ow = out.shape
         lanes = out_block or int8_lanes()
         out = np.pad(out, ((0, 0), (0, -k % lanes), (0, 0), (0, 0)))

@@ -271,15 +271,16 @@ def _to_nchw(blocked: tl.Tensor, channels: int, name: str) -> tl.Tensor:
 def conv2d_nchw_int8(data: tl.Tensor, kernel: tl.Tensor, stride=1, padding=0, dilation=1,
                      data_zero_point: int = 0, out_dtype: str | None = "int32") -> tl.Tensor:
     """sum over (ic, kh, kw) of (data - data_zero_point) * kernel, uint8 data (N, C, H, W),
-    int8 kernel (K, C, R, S) -> int32 (N, K, OH, OW); padding counts as the zero point:
-    `conv2d_NCHWc_int8` with its output returned to NCHW.
+    or blocked as `conv2d_NCHWc_int8` reads it, int8 kernel (K, C, R, S) -> int32
+    (N, K, OH, OW); padding counts as the zero point: `conv2d_NCHWc_int8` with its output
+    returned to NCHW.
 
     Raises:
         ValueError: dtypes other than uint8 / int8 / int32, or channel counts that differ.
     """
-    if out_dtype not in ("int32", None) or data.ndim != 4:
-        raise ValueError(f"conv2d_nchw_int8: NCHW data and an int32 out_dtype; got shape "
-                         f"{tuple(data.shape)}, {out_dtype}")
+    if out_dtype not in ("int32", None) or data.ndim not in (4, 5):
+        raise ValueError(f"conv2d_nchw_int8: NCHW or NCHW[x]c data and an int32 out_dtype; "
+                         f"got shape {tuple(data.shape)}, {out_dtype}")
     blocked = conv2d_NCHWc_int8(data, kernel, stride, padding, dilation, data_zero_point)
     return _to_nchw(blocked, int(kernel.shape[0]), "conv2d_int8_out")
 

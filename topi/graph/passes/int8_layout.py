@@ -63,12 +63,17 @@ class _Int8Rewriter(_Rewriter):
         data, weight = inputs
         op, group = BLOCKED_CONVS[old.op]
         lanes = int8_lanes() if op == "conv2d_NCHWc_int8" else 16
-        if weight.kind is not NodeKind.CONSTANT or weight.shape[0] % lanes:
+        if weight.kind is not NodeKind.CONSTANT:
             return None
         # A blocked input of whole groups of channels is read as it is; an NCHW one is copied
         # into blocks by the convolution itself (what a layout_transform would cost).
         block = self.block.get(data, 0)
         source = data if block % group == 0 else self.as_block(data, 0)
+        if weight.shape[0] % lanes:
+            # Output channels that fill no whole vector (MobileNet-V2's 24) stay NCHW, the
+            # int8 convolution unpacking its padded blocks; its blocked input is read as it is.
+            return copy_node(self.out, old, [source, weight]) if op == "conv2d_NCHWc_int8" \
+                and block else None
         extra = {"out_block": lanes} if op == "conv2d_NCHWc_int8" else {}
         return self.blocked_op(old, op, [source, weight], lanes, **extra, **old.attrs)
 
