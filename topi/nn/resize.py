@@ -5,6 +5,12 @@ Each output pixel maps to a source coordinate per axis (the coordinate transform
 computed in float32 in the order onnxruntime uses, so nearest-neighbour picks agree with it at
 exact ties. Interpolation neighbours outside the input take the edge pixel (ONNX's rule), so every
 read is clamped into the input.
+
+Linear and cubic resizing is separable: the column taps (index and weight) are small tables
+computed once per call, and when upsampling the height a horizontal pass interpolates each input
+row once, so that each output row mixes two or four whole rows of it (`ROWS_TAG`;
+`topi.x86.resize` schedules the stages). Summed in the same order as before (rows of column
+sums), the values are unchanged.
 """
 
 from __future__ import annotations
@@ -224,10 +230,11 @@ def resize2d(
         return weighted([(x[b, ch, iy, ix], w) for ix, w in col_taps(ox)])
 
     source: Callable[[Expr, Expr, Expr, Expr], Expr] = horizontal
-    # Separable: the horizontal pass runs once per input row when that is no more work than
-    # once per output tap row (upsampling, or a kept height); the vertical pass then reads whole
-    # rows of it with contiguous vector loads. Otherwise each output row interpolates directly.
-    if in_w != out_w and in_h <= out_h * len(taps(tl.const(0, "int32"), in_h, out_h)):
+    # Separable: with both axes resized, the horizontal pass runs once per input row when that
+    # is no more work than once per output tap row (upsampling); the vertical pass then reads
+    # whole rows of it with contiguous vector loads. Otherwise each output row interpolates
+    # directly.
+    if in_w != out_w and out_h != in_h <= out_h * len(taps(tl.const(0, "int32"), in_h, out_h)):
         rows = tl.compute((n, c, in_h, out_w), horizontal, name="resize2d_rows", tag=ROWS_TAG)
         source = lambda b, ch, iy, ox: rows[b, ch, iy, ox]  # noqa: E731
 
