@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from . import hostcpu
-from .artifact import Artifact, RunSettings, TaskSpec, build_job, run_job, slow_first_call
+from .artifact import Artifact, RunSettings, TaskSpec, build_job, first_call_limit, run_job
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .workers import Job, Outcome, WorkerPool
 
@@ -148,13 +148,21 @@ class LocalRunner:
             mean cost is within this fraction of it (after `min_repeat` repeats, at most
             `repeat`); 0 times every config `repeat` times.
         min_repeat: the fewest repeats with `ci_target`.
+        cold_factor: a first (cold) call this many times `relative_cutoff` times the best cost
+            marks a config slow at once (the inputs are made and the code loaded before it,
+            so it is hardly slower than a warm call).
+        probe_seconds: a first call is only killed (the worker stopped and replaced) once it
+            has run this long and past the slow mark: a kill costs a fresh worker (its
+            imports compete with the next timing), so a call ending sooner is waited for and
+            the config recorded as slow by the worker itself.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  timeout: float = 10, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
                  max_measure_seconds: float = 1.0, relative_cutoff: float = 2.0,
-                 ci_target: float = 0.05, min_repeat: int = 2):
+                 ci_target: float = 0.05, min_repeat: int = 2, cold_factor: float = 1.25,
+                 probe_seconds: float = 0.5):
         if number < 1 or repeat < 1 or min_repeat < 1:
             raise ValueError(f"LocalRunner needs number, repeat and min_repeat >= 1, got "
                              f"{number}, {repeat}, {min_repeat}")
@@ -171,6 +179,8 @@ class LocalRunner:
         self.relative_cutoff = relative_cutoff
         self.ci_target = ci_target
         self.min_repeat = min_repeat
+        self.cold_factor = cold_factor
+        self.probe_seconds = probe_seconds
         self._pool: WorkerPool | None = None
 
     def run(self, artifacts: Sequence[Artifact],
@@ -201,7 +211,7 @@ class LocalRunner:
             elif outcome.error_no is MeasureErrorNo.RUN_TIMEOUT and best_seconds is not None:
                 # Stopped past the time a competitive config needs: slow, and its first call
                 # at least this slow (what the cost model learns from).
-                bound = slow_first_call(settings)
+                bound = first_call_limit(settings)
                 results.append(MeasureResult((bound,), MeasureErrorNo.NO_ERROR, "",
                                              outcome.seconds, machine=machine, slow=True))
             else:
@@ -213,7 +223,8 @@ class LocalRunner:
         return RunSettings(self.number, self.repeat, self.min_repeat_ms,
                            self._run_timeout(best_seconds), self.enable_cpu_cache_flush,
                            self.check_correctness, self.max_measure_seconds, best_seconds,
-                           self.relative_cutoff, self.ci_target, self.min_repeat)
+                           self.relative_cutoff, self.ci_target, self.min_repeat,
+                           self.cold_factor, self.probe_seconds)
 
     def _run_timeout(self, best_seconds: float | None) -> float:
         """The time one config may run: `timeout`, or less once a best cost is known. A config

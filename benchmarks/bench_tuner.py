@@ -31,10 +31,12 @@ import numpy as np
 
 import autotune
 import tensorlang as tl
+from autotune import workers
 from autotune.measure import Measurer
 from autotune.progress import Progress
 from autotune.result import MeasureInput, gflops
 from autotune.tuner import GATuner, RandomTuner, Tuner, XGBTuner
+from autotune.workers import SPARE_NICE
 
 
 @autotune.template("bench/matmul")
@@ -297,15 +299,22 @@ def _cpu_seconds() -> float:
 
 #: Tuning settings of the throughput comparison: "before" are the settings of tuning before
 #: adaptive measurement (fixed repeats, a 3x cutoff, builds not overlapped with runs, a model
-#: fit and plan every 32 trials), "after" the defaults. Both run on this code (the first call's
-#: stop and the standby runner process apply to both): to compare with older code, run
-#: `throughput` on a checkout of it, alternately with this one.
+#: fit and plan every 32 trials), "kill" the defaults before the first call's probe (a first
+#: call is slow past 4x the best, killed there at once, the standby runner process importing
+#: at full priority), "after" the defaults, "loud_spare" the defaults but for that standby.
+#: All run on this code: to compare with older code, run `throughput` on a checkout of it,
+#: alternately with this one.
 THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
     "before": {"runner": {"number": 3, "repeat": 2, "min_repeat_ms": 20, "relative_cutoff": 3.0,
                           "ci_target": 0.0},
                "nice": 0, "overlap": False, "refit_every": None},
+    "kill": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "cold_factor": 2.0,
+                        "probe_seconds": 0.0},
+             "nice": 10, "overlap": None, "refit_every": 64, "spare_nice": 0},
     "after": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
               "nice": 10, "overlap": None, "refit_every": 64},
+    "loud_spare": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
+                   "nice": 10, "overlap": None, "refit_every": 64, "spare_nice": 0},
 }
 
 
@@ -325,18 +334,20 @@ def _throughput_run(task: autotune.Task, trials: int, variant: dict[str, Any]
             return out
 
         setattr(tuner, method, timed)
+    workers.SPARE_NICE = variant.get("spare_nice", SPARE_NICE)
     option = autotune.measure_option(
         autotune.LocalBuilder(timeout=20, nice=variant["nice"]),
         autotune.LocalRunner(**variant["runner"]), overlap=variant["overlap"])
     return _timed_tune(tuner, trials, option), model_seconds, tuner
 
 
-def throughput(trials: int, template: str, compare: bool = False, rounds: int = 1) -> None:
-    """Wall time per trial of the "after" settings, or with `compare` of "before" and "after"
-    in `rounds` rounds, alternately (side by side: the machine's load drifts)."""
+def throughput(trials: int, template: str, compare: bool = False, rounds: int = 1,
+               variants: Sequence[str] | None = None) -> None:
+    """Wall time per trial of the "after" settings, or with `compare` of `variants` (default:
+    all) in `rounds` rounds, alternately (side by side: the machine's load drifts)."""
     name, args = THROUGHPUT_TASKS[template]
     task = autotune.create_task(name, args)
-    variants = list(THROUGHPUT_VARIANTS) if compare else ["after"]
+    variants = list(variants or THROUGHPUT_VARIANTS) if compare else ["after"]
     print(f"{template}: space {len(task.config_space)}, tune(trials={trials}) per run")
     print(f"{'round':>5s} {'settings':9s}{'trials/s':>9s}{'ms/trial':>9s}{'build':>7s}{'run':>7s}"
           f"{'model':>7s}{'slow':>6s}{'best GFLOP/s':>13s}")
@@ -453,6 +464,8 @@ def main() -> None:
                         help="throughput: the settings before and after adaptive measurement, "
                              "alternately, for --rounds runs")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", nargs="+", choices=sorted(THROUGHPUT_VARIANTS),
+                        help="throughput --compare: the settings to compare (default: all)")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=300)
@@ -464,7 +477,7 @@ def main() -> None:
     elif args.dask:
         dask_overhead(args.trials, args.builders, args.rounds)
     elif args.what == "throughput":
-        throughput(args.trials, args.template, args.compare, args.rounds)
+        throughput(args.trials, args.template, args.compare, args.rounds, args.variants)
     else:
         model_quality(args.samples)
 
