@@ -240,6 +240,10 @@ def test_bucket_dispatch_picks_each_buckets_config(tmp_path):
     for n, bucket in expected.items():
         ((step, sizes, task, index),) = m.dispatch(n=n)
         assert (sizes, task, index) == ({"n": bucket}, "dense.x86", chosen[bucket]), n
+    # below the largest bucket an output under the L2 size runs serial, as its static build
+    (bucketed,) = [v for v in m.variants if v]
+    assert {s["n"]: "@tl_parallel_for" in k.ll() for s, k, _, _ in bucketed} == \
+        {8: False, 32: False, 64: True}
     rng = np.random.default_rng(3)
     for n in (1, 5, 8, 9, 31, 32, 33, 63, 64, 100):  # every bucket, its edges and the bounds
         xv = rng.standard_normal((n, 32)).astype("float32")

@@ -10,11 +10,15 @@ the fallback config of the node's static workload at the bucket's sizes where th
 reach that workload (the fallback adapts the register block to small sizes: the symbolic
 kernel's own fallback computed 64 columns of attention scores for 16); the module runs, at each
 call, the kernel of the smallest bucket >= the actual sizes (`autotune.buckets.pick`), the
-largest bucket's above them all.
+largest bucket's above them all. A bucket below the largest of each of its variables whose
+output at the bucket's sizes is below the L2 size gets its kernel scheduled as a small output
+(serial: `x86.common.symbolic_outputs_small`), as the static build of that size is: no size
+that it serves is larger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -105,6 +109,7 @@ def bucket_kernels(node: Node, key: str, buckets: Mapping[str, Sequence[int]], p
     if not names or not anchor_op(node).tasks or any(v not in buckets for v in names):
         return []
     packs = [p.index for p in kernel_spec(node, prepack).packs]
+    largest = {v: max(buckets[v]) for v in names}
     out = []
     for sizes in assignments({v: buckets[v] for v in names}):
         workload = static_workload(node, sizes)
@@ -117,15 +122,22 @@ def bucket_kernels(node: Node, key: str, buckets: Mapping[str, Sequence[int]], p
                 continue
         # (keyed by the knobs: an index means other knobs in another bucket's space)
         knobs = json.dumps(config.to_json()["knobs"], sort_keys=True)
-        with x86.config.symbolic_configs({workload[0]: config}):
+        small = (all(sizes[v] < largest[v] for v in names)
+                 and node.nbytes_at(sizes) < tgt.caches.l2)
+        with x86.config.symbolic_configs({workload[0]: config}), _outputs(small):
             try:
                 spec = kernel_spec(node, prepack)
                 if [p.index for p in spec.packs] != packs:
                     continue  # another packing: the module's packed weights would not fit
                 kernel = get_kernel(
-                    hashlib.sha256(f"{key}/{workload[0]}/{knobs}".encode()).hexdigest(),
+                    hashlib.sha256(f"{key}/{workload[0]}/{knobs}/{small}".encode()).hexdigest(),
                     lambda spec=spec: (spec.schedule(), spec.params), tgt, cache_dir)
             except InstantiationError:
                 continue  # the config does not fit the symbolic schedule (a column group)
         out.append((sizes, kernel, workload[0], config.index))
     return out
+
+
+def _outputs(small: bool) -> contextlib.AbstractContextManager:
+    """Symbolic outputs counted as small (serial) within, or as large (the default)."""
+    return x86.common.symbolic_outputs_small() if small else contextlib.nullcontext()
