@@ -23,6 +23,7 @@ from .fuse_ops import fuse_ops
 from .int8_layout import int8_layout
 from .plan_memory import MemoryPlan, plan_memory
 from .quantize_ops import quantize_ops
+from .trim_taps import trim_dead_taps
 
 Pass = Callable[[Graph], Graph]
 
@@ -33,6 +34,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     # Batch norms after convolutions disappear into the weights and a bias.
     ("fold_batch_norm", fold_batch_norm),
+    # Convolution taps that read only padding (atrous rates past the map) leave the weights.
+    ("trim_dead_taps", trim_dead_taps),
     # Activations spelt as products (x * sigmoid(x), GELU's erf form) become one op each.
     ("fold_activations", fold_activations),
     # Channel shuffles (reshape, transpose, reshape) and their slices become gathers of channels.
