@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import topi.graph as tg
+from topi.graph.passes import PIPELINE
 from topi.graph.passes.trim_taps import live_taps, trim_dead_taps
 
 TARGETS = ["llvm", "llvm -mcpu=haswell"]
@@ -111,3 +112,9 @@ def test_trim_leaves_live_taps_and_crops(rng: np.random.Generator) -> None:
     crop = _conv_graph(_w(rng, 4, 3, 3, 3), (2, 2), 3, 1, padding=(5, 5, 0, 0), dilation=3)
     assert _convs(trim_dead_taps(crop))[0].inputs[1].shape == (4, 3, 3, 3)
 
+
+
+def test_pipeline_trims_after_the_batch_norm_fold() -> None:
+    names = [name for name, _ in PIPELINE]
+    assert names.index("fold_batch_norm") < names.index("trim_dead_taps")
+    assert names.index("trim_dead_taps") < names.index("alter_layout")
