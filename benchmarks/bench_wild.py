@@ -33,7 +33,7 @@ from tensorlang.benchmark import compare
 
 VISION = {
     "resnet50": 224, "resnext50_32x4d": 224, "mobilenet_v2": 224, "mobilenet_v3_large": 224,
-    "efficientnet_b0": 224,
+    "efficientnet_b0": 224, "efficientnet_v2_s": 224,
     "densenet121": 224, "googlenet": 224, "inception_v3": 299, "squeezenet1_1": 224,
     "shufflenet_v2_x1_0": 224, "regnet_y_400mf": 224, "regnet_x_400mf": 224, "mnasnet1_0": 224,
     "convnext_tiny": 224, "vgg11": 224, "vit_b_16": 224, "swin_t": 224, "maxvit_t": 224,
