@@ -301,7 +301,8 @@ def _cpu_seconds() -> float:
 #: adaptive measurement (fixed repeats, a 3x cutoff, builds not overlapped with runs, a model
 #: fit and plan every 32 trials), "kill" the defaults before the first call's probe (a first
 #: call is slow past 4x the best, killed there at once, the standby runner process importing
-#: at full priority), "after" the defaults, "loud_spare" the defaults but for that standby.
+#: at full priority), "after" the defaults, "loud_spare" the defaults but for that standby,
+#: "probe_0.2" the defaults with a shorter probe.
 #: All run on this code: to compare with older code, run `throughput` on a checkout of it,
 #: alternately with this one.
 THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
@@ -315,6 +316,8 @@ THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
               "nice": 10, "overlap": None, "refit_every": 64},
     "loud_spare": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
                    "nice": 10, "overlap": None, "refit_every": 64, "spare_nice": 0},
+    "probe_0.2": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "probe_seconds": 0.2},
+                  "nice": 10, "overlap": None, "refit_every": 64},
 }
 
 
