@@ -109,6 +109,8 @@ class _Rewriter:
             new = self.batch_norm(old, inputs)
         elif old.op == "concatenate":
             new = self.concatenate(old, inputs)
+        elif old.op == "take":
+            new = self.take(old, inputs)
         elif old.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
             new = self.elementwise(old, inputs)
         else:
@@ -238,6 +240,20 @@ class _Rewriter:
             return None
         return self.blocked_op(old, "concatenate", [self.as_block(i, block) for i in inputs],
                                block, axis=1)
+
+    def take(self, old: Node, inputs: Sequence[Node]) -> Node | None:
+        """A gather of channels from a blocked value reads it through a layout transform of its
+        own, which fuses into the gather's kernel, instead of a shared NCHW copy: each half of a
+        ShuffleNet shuffle (two takes of one blocked concatenation) reads the blocks once, and
+        no NCHW copy of the concatenation is written and read again."""
+        data, indices = inputs
+        block = self.block.get(data)
+        if not block or len(old.shape) != 4 or old.attrs.get("axis") not in (1, -3):
+            return None
+        private = self.out.apply("layout_transform", data, src_layout=_layout(block),
+                                 dst_layout="NCHW",
+                                 name=self.out.unique_name(f"{old.name}_{_layout(0)}"))
+        return copy_node(self.out, old, [private, indices])
 
     def elementwise(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         """An elementwise or broadcast op with a blocked input, on the NCHW value's shape:
