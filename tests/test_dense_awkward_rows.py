@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from topi_check import assert_close, uniform
+from topi_check import assert_close, dense_case, uniform
 
 import tensorlang as tl
 from topi import nn, x86
@@ -34,18 +34,7 @@ def _run(target: str, out: tl.Tensor, inputs: list[tl.Tensor], arrays: list[np.n
 def test_dense_awkward_rows(target, m, tail, rng):
     k, n = 37, 83  # neither a multiple of a vector: partial column panels too
     with tl.Target(target):
-        data = tl.placeholder((m, k), name="data")
-        weight = tl.placeholder((n, k), name="weight")
-        inputs, arrays = [data, weight], [uniform(rng, m, k), uniform(rng, n, k)]
-        bias = None
-        if tail != "none":
-            bias = tl.placeholder((n,), name="bias")
-            inputs.append(bias)
-            arrays.append(uniform(rng, n))
-        out = nn.dense(data, weight, bias)
-        expected = ref.dense_python(*arrays)
-        if tail == "bias_relu":
-            out, expected = nn.relu(out), ref.relu_python(expected)
+        out, inputs, arrays, expected = dense_case(rng, m, k, n, tail)
         assert_close(_run(target, out, inputs, arrays, x86.schedule_dense), expected, k)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from topi_check import assert_close, run_op, uniform
+from topi_check import assert_close, dense_case, run_op, uniform
 
 import tensorlang as tl
 import topi
@@ -86,18 +86,7 @@ def test_group_conv2d_nchw(groups, rng):
 @pytest.mark.parametrize("m,k,n", [(1, 7, 5), (13, 33, 47), (2, 64, 100)])
 @pytest.mark.parametrize("tail", ["none", "bias", "bias_relu"])
 def test_dense(m, k, n, tail, rng):
-    data = tl.placeholder((m, k), name="data")
-    weight = tl.placeholder((n, k), name="weight")
-    inputs, arrays = [data, weight], [uniform(rng, m, k), uniform(rng, n, k)]
-    bias = None
-    if tail != "none":
-        bias = tl.placeholder((n,), name="bias")
-        inputs.append(bias)
-        arrays.append(uniform(rng, n))
-    out = nn.dense(data, weight, bias)
-    expected = ref.dense_python(*arrays)
-    if tail == "bias_relu":
-        out, expected = nn.relu(out), ref.relu_python(expected)
+    out, inputs, arrays, expected = dense_case(rng, m, k, n, tail)
     assert_close(run_op(out, inputs, arrays, x86.schedule_dense), expected, k)
 
 

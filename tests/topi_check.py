@@ -37,3 +37,25 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, reduction: int = 1) -
 
 def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, size=shape).astype("float32")
+
+
+def dense_case(rng: np.random.Generator, m: int, k: int, n: int, tail: str
+               ) -> tuple[tl.Tensor, list[tl.Tensor], list[np.ndarray], np.ndarray]:
+    """topi.nn.dense of (m, k) x (n, k) with the epilogue `tail` ("none", "bias" or "bias_relu"):
+    (out, inputs, their arrays, numpy's result)."""
+    from topi import nn
+    from topi import testing as ref
+
+    data = tl.placeholder((m, k), name="data")
+    weight = tl.placeholder((n, k), name="weight")
+    inputs, arrays = [data, weight], [uniform(rng, m, k), uniform(rng, n, k)]
+    bias = None
+    if tail != "none":
+        bias = tl.placeholder((n,), name="bias")
+        inputs.append(bias)
+        arrays.append(uniform(rng, n))
+    out = nn.dense(data, weight, bias)
+    expected = ref.dense_python(*arrays)
+    if tail == "bias_relu":
+        out, expected = nn.relu(out), ref.relu_python(expected)
+    return out, inputs, arrays, expected

@@ -53,12 +53,9 @@ def is_inlinable(op: tl.Operation) -> bool:
     return isinstance(op, tl.ComputeOp) and op.tag in INLINE_TAGS and not op.reduce_axis
 
 
-def traverse(
-    s: tl.Schedule, outs: Sequence[tl.Tensor], visit: Callable[[tl.ComputeOp], None]
-) -> None:
-    """Inline every injective stage that is not an output, and call `visit` on every compute op,
-    producers first."""
-    out_ops = {id(t.op) for t in outs}
+def compute_ops(outs: Sequence[tl.Tensor]) -> list[tl.ComputeOp]:
+    """The compute ops under `outs` (themselves included), each once, producers first."""
+    found: list[tl.ComputeOp] = []
     seen: set[int] = set()
 
     def walk(op: tl.Operation) -> None:
@@ -67,12 +64,23 @@ def traverse(
         seen.add(id(op))
         for t in op.input_tensors:
             walk(t.op)
-        if is_inlinable(op) and id(op) not in out_ops:
-            s[op].compute_inline()
-        visit(op)
+        found.append(op)
 
     for t in outs:
         walk(t.op)
+    return found
+
+
+def traverse(
+    s: tl.Schedule, outs: Sequence[tl.Tensor], visit: Callable[[tl.ComputeOp], None]
+) -> None:
+    """Inline every injective stage that is not an output, and call `visit` on every compute op,
+    producers first."""
+    out_ops = {id(t.op) for t in outs}
+    for op in compute_ops(outs):
+        if is_inlinable(op) and id(op) not in out_ops:
+            s[op].compute_inline()
+        visit(op)
 
 
 def static_extent(iv: IterVar) -> int | None:

@@ -24,6 +24,7 @@ from tensorlang.visitor import nodes_below
 
 from .common import (
     as_tensor_list,
+    compute_ops,
     fuse_parallel,
     static_extent,
     traverse,
@@ -37,7 +38,7 @@ def schedule_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
     if len(outs) != 1:
         return None
     out = outs[0]
-    computes = _computes(out)
+    computes = compute_ops([out])
     reductions = [op for op in computes if op.reduce_axis]
     rows = {_row_depth(op) for op in reductions}
     if not reductions or len(rows) != 1:
@@ -56,23 +57,6 @@ def schedule_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
     for op in reductions:  # producers first: expsum reads maxelem
         _reduce_in_lanes(s, op, s[out], row)
     return s
-
-
-def _computes(out: tl.Tensor) -> list[tl.ComputeOp]:
-    """The compute ops under `out` (itself included), producers first."""
-    found: list[tl.ComputeOp] = []
-    seen: set[int] = set()
-
-    def walk(op: tl.Operation) -> None:
-        if id(op) in seen or not isinstance(op, tl.ComputeOp):
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            walk(t.op)
-        found.append(op)
-
-    walk(out.op)
-    return found
 
 
 def _kept_axes(op: tl.ComputeOp) -> list:

@@ -19,8 +19,15 @@ import tensorlang as tl
 from tensorlang.visitor import structural_equal
 
 from . import rows
-from .common import as_tensor_list, fuse_parallel, parallel_pays, static_extent, traverse
-from .common import vector_lanes
+from .common import (
+    as_tensor_list,
+    compute_ops,
+    fuse_parallel,
+    parallel_pays,
+    static_extent,
+    traverse,
+    vector_lanes,
+)
 
 
 def schedule_symbolic_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
@@ -30,7 +37,7 @@ def schedule_symbolic_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule
     if len(outs) != 1:
         return None
     out = outs[0]
-    computes = rows._computes(out)
+    computes = compute_ops([out])
     reductions = [op for op in computes if op.reduce_axis]
     depths = {rows._row_depth(op) for op in reductions}
     if not reductions or len(depths) != 1:
