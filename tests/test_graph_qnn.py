@@ -141,6 +141,18 @@ def test_qdq_gemm_with_a_data_zero_point_runs_int8(trans_b):
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+def _classifier(nodes: list, features: str, inits: dict, size: int) -> object:
+    """The model of `nodes` on a (1, 3, size, size) image, with a head of global average pooling
+    and a 10-way Gemm (weights "fc", "fcb" in `inits`) on the value named `features`."""
+    head = [helper.make_node("GlobalAveragePool", [features], ["g"]),
+            helper.make_node("Flatten", ["g"], ["f"]),
+            helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
+    return _model([*nodes, *head],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+
+
 def _residual_cnn(channels: int, size: int) -> object:
     """A ResNet-like float CNN: a 3x3 stem of `channels` (stride 2), max pooling, a residual
     block of a 1x1 and a 3x3 convolution, global pooling and a Gemm classifier."""
@@ -163,14 +175,8 @@ def _residual_cnn(channels: int, size: int) -> object:
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
              helper.make_node("Add", ["c2", "pool"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r2"]),
-             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                        [1, 3, size, size])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+             helper.make_node("Relu", ["s"], ["r2"])]
+    return _classifier(nodes, "r2", inits, size)
 
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
@@ -228,14 +234,8 @@ def _mobilenet_block_cnn(channels: int, size: int, expansion: int = 3) -> object
              helper.make_node("Clip", ["c4", "lo", "hi"], ["r4"]),
              helper.make_node("Conv", ["r4", "w5", "b5"], ["c5"], pads=[2] * 4, strides=[2, 2],
                               group=e),
-             helper.make_node("Clip", ["c5", "lo", "hi"], ["r5"]),
-             helper.make_node("GlobalAveragePool", ["r5"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                        [1, 3, size, size])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+             helper.make_node("Clip", ["c5", "lo", "hi"], ["r5"])]
+    return _classifier(nodes, "r5", inits, size)
 
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])

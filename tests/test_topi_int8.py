@@ -269,8 +269,9 @@ def test_int8_conv2d_is_exact(shape, zero_point, target):
 
 
 def _conv_int8_reference(a: np.ndarray, wt: np.ndarray, zero_point: int, pad: int,
-                         stride: int) -> np.ndarray:
-    """int64 NCHW convolution of (a - zero_point), the padding counting as the zero point."""
+                         stride: int, depthwise: bool = False) -> np.ndarray:
+    """int64 NCHW convolution of (a - zero_point), the padding counting as the zero point; with
+    `depthwise`, channel c by its own (C, 1, R, R) kernel."""
     padded = np.pad(a.astype(np.int64) - zero_point, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     r = wt.shape[2]
     oh, ow = (padded.shape[2] - r) // stride + 1, (padded.shape[3] - r) // stride + 1
@@ -278,7 +279,9 @@ def _conv_int8_reference(a: np.ndarray, wt: np.ndarray, zero_point: int, pad: in
     for y in range(r):
         for x in range(r):
             window = padded[:, :, y:y + stride * oh:stride, x:x + stride * ow:stride]
-            ref += np.einsum("nchw,kc->nkhw", window, wt[:, :, y, x].astype(np.int64))
+            tap = wt[:, :, y, x].astype(np.int64)
+            ref += (window * tap[None, :, 0, None, None] if depthwise
+                    else np.einsum("nchw,kc->nkhw", window, tap))
     return ref
 
 
@@ -421,20 +424,6 @@ def test_conv2d_nchw_dispatches_uint8_int8_to_the_int8_path(target):
     np.testing.assert_array_equal(result, _conv_int8_reference(a, wt, 0, 1, 2))
 
 
-def _depthwise_int8_reference(a: np.ndarray, wt: np.ndarray, zero_point: int, pad: int,
-                              stride: int) -> np.ndarray:
-    """int64 NCHW depthwise convolution of (a - zero_point), the padding as the zero point."""
-    padded = np.pad(a.astype(np.int64) - zero_point, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    r = wt.shape[2]
-    oh, ow = (padded.shape[2] - r) // stride + 1, (padded.shape[3] - r) // stride + 1
-    ref = np.zeros((a.shape[0], a.shape[1], oh, ow), np.int64)
-    for y in range(r):
-        for x in range(r):
-            window = padded[:, :, y:y + stride * oh:stride, x:x + stride * ow:stride]
-            ref += window * wt[None, :, 0, y, x, None, None].astype(np.int64)
-    return ref
-
-
 @pytest.mark.parametrize("c", [1, 3, 17, 32])
 @pytest.mark.parametrize("r, stride, pad, zero_point", [
     (3, 1, 1, 7), (3, 2, 1, 128), (5, 1, 2, 0), (5, 2, 0, 255)])
@@ -457,8 +446,8 @@ def test_int8_depthwise_conv2d_is_exact(c, r, stride, pad, zero_point, target):
     wt = rng.integers(-128, 128, (c, 1, r, r)).astype("int8")
     result = np.zeros(tuple(int(d) for d in out.shape), "int32")
     f(a, wt, result)
-    np.testing.assert_array_equal(result, _depthwise_int8_reference(a, wt, zero_point, pad,
-                                                                    stride))
+    np.testing.assert_array_equal(
+        result, _conv_int8_reference(a, wt, zero_point, pad, stride, depthwise=True))
 
 
 @pytest.mark.parametrize("c, size, r, stride, zero_point", [
@@ -493,8 +482,8 @@ def test_int8_depthwise_blocked_with_requantize_epilogue(c, size, r, stride, zer
     result = np.zeros(tuple(int(d) for d in out.shape), "uint8")
     f(a.reshape(1, c // lanes, lanes, size, size).transpose(0, 1, 3, 4, 2).copy(), wt,
       scale.reshape(c // lanes, lanes), result)
-    ref = _depthwise_int8_reference(a, wt, zero_point, pad, stride).astype(np.float32) \
-        * scale[:, None, None]
+    sums = _conv_int8_reference(a, wt, zero_point, pad, stride, depthwise=True)
+    ref = sums.astype(np.float32) * scale[:, None, None]
     ref = np.clip(np.rint(ref / np.float32(0.5)) + 10, 0, 255).astype("uint8")
     oh, ow = ref.shape[2:]
     np.testing.assert_array_equal(
@@ -516,7 +505,7 @@ def test_depthwise_conv2d_int8_template_configs_are_exact():
         f = tl.build(s, tensors, target=task.compile_target)
         out = np.zeros((1, 24, 12, 12), "int32")
         f(a, w, out)
-        np.testing.assert_array_equal(out, _depthwise_int8_reference(a, w, 5, 1, 1))
+        np.testing.assert_array_equal(out, _conv_int8_reference(a, w, 5, 1, 1, depthwise=True))
 
 
 def test_int8_depthwise_names_bad_inputs():
