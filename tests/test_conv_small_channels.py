@@ -6,7 +6,7 @@ on AVX2, with two threads (two vectors of output channels then make one parallel
 from __future__ import annotations
 
 import pytest
-from topi_check import assert_close, run_op, uniform
+from topi_check import assert_close, in_target, run_op, uniform
 
 import tensorlang as tl
 from topi import nn, x86
@@ -24,13 +24,6 @@ def two_threads():
     tl.set_num_threads(2)
     yield
     tl.set_num_threads(before)
-
-
-def _in_target(target, fn):
-    if target is None:
-        return fn()
-    with tl.Target(target):
-        return fn()
 
 
 CONV_CASES = [
@@ -60,7 +53,7 @@ def test_conv2d_NCHWc_small_channels(case, target, rng):
         return run_op(out, [data, kernel], arrays, x86.schedule_conv2d_NCHWc)
 
     expected = ref.conv2d_NCHWc_python(*arrays, stride, padding, 1)
-    assert_close(_in_target(target, run), expected, c * r * s)
+    assert_close(in_target(target, run), expected, c * r * s)
 
 
 @pytest.mark.usefixtures("two_threads")
@@ -77,4 +70,4 @@ def test_conv2d_nchw_small_channels(channels, out_channels, target, rng):
         return run_op(out, [data, kernel], arrays, x86.schedule_conv2d_nchw)
 
     expected = ref.conv2d_nchw_python(*arrays, 1, 1)
-    assert_close(_in_target(target, run), expected, channels * 9)
+    assert_close(in_target(target, run), expected, channels * 9)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from topi_check import assert_close, run_op, uniform
+from topi_check import assert_close, in_target, run_op, uniform
 
 import tensorlang as tl
 from topi import nn, x86
@@ -16,13 +16,6 @@ from topi import testing as ref
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 TARGETS = [None, "llvm -mcpu=haswell"]
-
-
-def _in_target(target, fn):
-    if target is None:
-        return fn()
-    with tl.Target(target):
-        return fn()
 
 
 CONV_CASES = [
@@ -52,7 +45,7 @@ def test_conv2d_NCHWc(case, target, rng):
         return run_op(out, [data, kernel], arrays, x86.schedule_conv2d_NCHWc)
 
     expected = ref.conv2d_NCHWc_python(*arrays, stride, padding, dilation)
-    assert_close(_in_target(target, run), expected, c * r * s)
+    assert_close(in_target(target, run), expected, c * r * s)
 
 
 def test_conv2d_NCHWc_with_fused_tail(rng):
@@ -93,7 +86,7 @@ def test_depthwise_conv2d_NCHWc(case, target, rng):
         return run_op(out, [data, kernel], arrays, x86.schedule_depthwise_conv2d_NCHWc)
 
     expected = ref.depthwise_conv2d_NCHWc_python(*arrays, stride, padding, dilation)
-    assert_close(_in_target(target, run), np.maximum(expected, 0), r * s)
+    assert_close(in_target(target, run), np.maximum(expected, 0), r * s)
 
 
 @pytest.mark.parametrize("src,dst,shape", [
@@ -113,7 +106,7 @@ def test_layout_transform(src, dst, shape, target, rng):
         out = nn.layout_transform(data, src, dst)
         return run_op(out, [data], [array], x86.schedule_injective)
 
-    got = _in_target(target, run)
+    got = in_target(target, run)
     np.testing.assert_array_equal(got, ref.layout_transform_python(array, src, dst))
     back = ref.layout_transform_python(got, dst, src)
     np.testing.assert_array_equal(back, array)
@@ -130,7 +123,7 @@ def test_pooling_on_NCHWc(pool, target, rng):
         return run_op(out, [data], [array], x86.schedule_pool)
 
     expected = ref.pool2d_python(array, 3, 2, 1, 1, pool, layout="NCHW8c")
-    assert_close(_in_target(target, run), expected, 9)
+    assert_close(in_target(target, run), expected, 9)
     plain = ref.pool2d_python(ref.layout_transform_python(array, "NCHW8c", "NCHW"), 3, 2, 1, 1,
                               pool)
     assert_close(expected, ref.layout_transform_python(plain, "NCHW", "NCHW8c"))

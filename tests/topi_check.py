@@ -59,3 +59,11 @@ def dense_case(rng: np.random.Generator, m: int, k: int, n: int, tail: str
     if tail == "bias_relu":
         out, expected = nn.relu(out), ref.relu_python(expected)
     return out, inputs, arrays, expected
+
+
+def in_target(target: str | None, fn: Callable[[], np.ndarray]) -> np.ndarray:
+    """`fn()` under `tl.Target(target)`, or under the current target when `target` is None."""
+    if target is None:
+        return fn()
+    with tl.Target(target):
+        return fn()
