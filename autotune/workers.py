@@ -38,8 +38,9 @@ STARTUP_SECONDS = 120.0
 SPARE_NICE = 19
 
 # Ctrl-C in a terminal signals the whole process group: the parent handles it and stops its
-# workers, which ignore it (from their first line, before the imports) so that none prints a
-# KeyboardInterrupt traceback of its own.
+# workers. They run in a session of their own so that it never reaches them (a worker still in
+# the interpreter's startup, as a low-priority standby often is, would die there printing a
+# traceback), and ignore SIGINT from their first line for a signal sent to them directly.
 _BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import sys; "
          "from autotune.workers import serve; serve(int(sys.argv[1]), sys.argv[2:])")
 
@@ -134,7 +135,7 @@ class _Worker:
             process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(child.fileno()), *self.preload],
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                env=_child_environment(),
+                env=_child_environment(), start_new_session=True,
             )
         except BaseException:
             parent.close()
