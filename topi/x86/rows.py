@@ -32,18 +32,27 @@ from .common import (
 )
 
 
-def schedule_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
-    """The row schedule of `outs`, or None when the kernel is not row-wise (module docstring)."""
+def row_kernel(outs: tl.Tensor | Sequence[tl.Tensor]
+               ) -> tuple[tl.Tensor, list[tl.ComputeOp], list[tl.ComputeOp], int | None] | None:
+    """(the output, its compute ops producers first, those that reduce, the row depth they all
+    share) when `outs` is one output whose reductions share a row depth, else None."""
     outs = as_tensor_list(outs)
     if len(outs) != 1:
         return None
-    out = outs[0]
-    computes = compute_ops([out])
+    computes = compute_ops(outs)
     reductions = [op for op in computes if op.reduce_axis]
-    rows = {_row_depth(op) for op in reductions}
-    if not reductions or len(rows) != 1:
+    depths = {_row_depth(op) for op in reductions}
+    if not reductions or len(depths) != 1:
         return None
-    (depth,) = rows
+    return outs[0], computes, reductions, depths.pop()
+
+
+def schedule_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
+    """The row schedule of `outs`, or None when the kernel is not row-wise (module docstring)."""
+    kernel = row_kernel(outs)
+    if kernel is None:
+        return None
+    out, computes, reductions, depth = kernel
     if depth is None or depth == 0 or depth > len(out.op.axis) or any(
             static_extent(a) != static_extent(b) or static_extent(a) is None
             for a, b in zip(out.op.axis, _kept_axes(reductions[0]))):

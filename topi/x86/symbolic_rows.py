@@ -20,8 +20,6 @@ from tensorlang.visitor import structural_equal
 
 from . import rows
 from .common import (
-    as_tensor_list,
-    compute_ops,
     fuse_parallel,
     parallel_pays,
     static_extent,
@@ -33,16 +31,10 @@ from .common import (
 def schedule_symbolic_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
     """The row schedule of `outs` when it is row-wise (`rows.py`) with a symbolic extent among
     its rows or its row length, else None."""
-    outs = as_tensor_list(outs)
-    if len(outs) != 1:
+    kernel = rows.row_kernel(outs)
+    if kernel is None:
         return None
-    out = outs[0]
-    computes = compute_ops([out])
-    reductions = [op for op in computes if op.reduce_axis]
-    depths = {rows._row_depth(op) for op in reductions}
-    if not reductions or len(depths) != 1:
-        return None
-    (depth,) = depths
+    out, computes, reductions, depth = kernel
     axes = list(out.op.axis)
     if depth is None or depth == 0 or depth > len(axes) or out.op.reduce_axis:
         return None
