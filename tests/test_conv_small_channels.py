@@ -1,7 +1,7 @@
 """Convolutions with few output channels (DenseNet's 32) and channel counts that make no
-power-of-two block (ShuffleNet's 58/116): the blocked convolutions are correct on awkward shapes
-(output channels 1, 32, 58, primes; input channels not a multiple of the block) on the host and
-on AVX2, with two threads (two vectors of output channels then make one parallel iteration)."""
+power-of-two block (ShuffleNet's 58/116): the fallback keeps every thread busy, and the
+NCHW[x]c convolutions stay correct on awkward shapes (output channels 1, 32, 58, primes; input
+channels not a multiple of the block) on the host and on AVX2."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from topi_check import assert_close, in_target, run_op, uniform
 import tensorlang as tl
 from topi import nn, x86
 from topi import testing as ref
+from topi.x86 import conv2d as conv2d_x86
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -24,6 +25,28 @@ def two_threads():
     tl.set_num_threads(2)
     yield
     tl.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("two_threads")
+@pytest.mark.parametrize("shape", [(56, 56), (28, 28), (14, 14), (7, 7)])
+def test_fallback_block_gives_each_thread_a_channel_block(shape):
+    """Two channel vectors of one image (32 channels on AVX-512) would make one parallel
+    iteration for two threads: the fallback takes one vector per register block, and fills the
+    accumulators with more points instead; with two images, or four vectors, it keeps two."""
+    registers = tl.Target.current().vector_registers
+    oc, rows, cols = conv2d_x86.fallback_block(shape, 2, 2)
+    assert oc == 1
+    assert rows * cols <= registers - 3
+    assert rows * cols >= min(shape[0] * shape[1], (registers - 3) // 2)
+    assert conv2d_x86.fallback_block(shape, 2, 4) == conv2d_x86.fallback_block(shape, 2)
+    assert conv2d_x86.fallback_block(shape, 4, 4)[0] == 2
+    assert conv2d_x86.fallback_block(shape, 1, 1)[0] == 1
+
+
+@pytest.mark.usefixtures("two_threads")
+def test_one_thread_keeps_two_vectors():
+    tl.set_num_threads(1)
+    assert conv2d_x86.fallback_block((28, 28), 2, 2)[0] == 2
 
 
 CONV_CASES = [
