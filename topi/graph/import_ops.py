@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import nn, testing, x86
-from . import ops_data, ops_math, ops_symbolic  # noqa: F401  (their registrations)
+from . import ops_data, ops_math, ops_se, ops_symbolic  # noqa: F401  (their registrations)
 from .ops import OpPattern, register_op
 
 P = OpPattern
