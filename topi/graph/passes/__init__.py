@@ -23,6 +23,7 @@ from .fuse_ops import fuse_ops
 from .int8_layout import int8_layout
 from .plan_memory import MemoryPlan, plan_memory
 from .quantize_ops import quantize_ops
+from .squeeze_excitation import fuse_squeeze_excitation
 from .trim_taps import trim_dead_taps
 
 Pass = Callable[[Graph], Graph]
@@ -44,6 +45,9 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("int8_layout", int8_layout),
     # Convolutions in NCHW[x]c for the current target, the layout kept between them.
     ("alter_layout", alter_layout),
+    # Squeeze-and-excitation blocks: pool, mat-vecs and gate in one kernel, the gate folded
+    # into the next convolution's weight where that is cheaper than scaling the block.
+    ("fuse_squeeze_excitation", fuse_squeeze_excitation),
     # What the folds and the layout change orphaned (the unfolded and unpacked weights, the
     # original convolutions) goes.
     ("remove_dead_nodes", remove_dead_nodes),
@@ -65,6 +69,7 @@ def optimize(g: Graph, verbose: bool = False,
 
 __all__ = [
     "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "int8_layout",
+    "fuse_squeeze_excitation",
     "optimize",
     "plan_memory", "quantize_ops", "remove_dead_nodes",
 ]
