@@ -19,8 +19,6 @@ import sys
 import time
 from collections.abc import Callable
 
-import llvmlite.binding as llvm
-
 from ..dtype import DType
 from ..expr import (
     Binary,
@@ -183,11 +181,11 @@ class CodeGen:
             self.fw.emit(f"ret {code}")
         self.functions.append(self.fw.text())
         self.functions.append(self._packed_wrapper(name, len(params), ret))
-        tm = self.target.target_machine()
+        layout, triple = self.target.module_header()
         head = [
             f'; tensorlang kernel "{name}"',
-            f'target datalayout = "{tm.target_data}"',
-            f'target triple = "{llvm.get_process_triple()}"',
+            f'target datalayout = "{layout}"',
+            f'target triple = "{triple}"',
         ]
         attrs = f"attributes #0 = {{ nounwind {self.target.function_attributes()} }}"
         inline = f"attributes #1 = {{ nounwind alwaysinline {self.target.function_attributes()} }}"

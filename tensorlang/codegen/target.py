@@ -79,9 +79,10 @@ class Target:
                     "supported: -mcpu=NAME, -mattr=+feat,-feat"
                 )
         self._explicit_cpu = mcpu is not None and mcpu != "native"
-        self.mcpu = mcpu if self._explicit_cpu else llvm.get_host_cpu_name()
+        host_cpu, host_features = _host_cpu()
+        self.mcpu = mcpu if self._explicit_cpu else host_cpu
         self.mattr = mattr
-        base = "" if self._explicit_cpu else llvm.get_host_cpu_features().flatten()
+        base = "" if self._explicit_cpu else host_features
         self.features = ",".join(x for x in (base, ",".join(mattr)) if x)
         parts = ["llvm"]
         if self._explicit_cpu:
@@ -204,6 +205,25 @@ class Target:
     def target_machine(self, pic: bool = False) -> llvm.TargetMachine:
         """The cached LLVM TargetMachine (opt level 3); `pic` for code in a shared library."""
         return _target_machine(self.mcpu, self.features, pic)
+
+    def module_header(self) -> tuple[str, str]:
+        """The data layout and the triple that an LLVM module for this target declares."""
+        return _module_header(self.mcpu, self.features)
+
+
+@functools.cache
+def _host_cpu() -> tuple[str, str]:
+    """This machine's LLVM CPU name and feature string, asked of LLVM once: every LLVM call waits
+    for llvmlite's global lock, which a kernel compiling on another thread holds for up to
+    a whole optimisation pipeline (topi.graph builds lower one kernel while LLVM compiles the
+    last)."""
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+@functools.cache
+def _module_header(cpu: str, features: str) -> tuple[str, str]:
+    """See `Target.module_header` (cached for the reason `_host_cpu` gives)."""
+    return str(_target_machine(cpu, features, False).target_data), llvm.get_process_triple()
 
 
 @functools.cache
