@@ -23,7 +23,7 @@ import tensorlang as tl
 
 from .. import x86
 from .buckets import bucket_kernels, log_buckets
-from .cache import compiler_version, get_kernel
+from .cache import compiler_version, get_kernel, request_kernel
 from .graph import Graph, Node, NodeKind, op_label
 from .kernel import Pack, kernel_spec
 from .module import Module, Step
@@ -197,17 +197,23 @@ def _kernels(ops: Sequence[Node], tgt: tl.Target, cache_dir: Any, prepack: bool,
              untuned: dict[str, tuple[str, tuple]]
              ) -> Iterator[tuple[Node, Any, dict[int, np.ndarray]]]:
     """Each of the op nodes `ops` with its compiled kernel and its pre-packed weights (by input
-    index); workloads on fallback configs are noted in `untuned`."""
-    packed: dict[tuple[str, int], np.ndarray] = {}
+    index); workloads on fallback configs are noted in `untuned`. Every kernel is requested
+    before the first is waited for: LLVM compiles one while the next is lowered (cache.py)."""
+    requests = []
     for node in ops:
         spec = kernel_spec(node, prepack)
         key = spec.key(str(tgt), compiler_version())
-        kernel = get_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
-                            cache_dir)
+        kernel = request_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
+                                cache_dir)
+        packs = [_pack_kernel(p, key, tgt, cache_dir) for p in spec.packs]
+        requests.append((node, spec, kernel, packs))
         if spec.config == "fallback" and spec.workload is not None:
             untuned[repr(spec.workload)] = spec.workload
-        yield node, kernel, {p.index: _prepacked(p, node, key, tgt, cache_dir, packed)
-                             for p in spec.packs}
+    packed: dict[tuple[str, int], np.ndarray] = {}
+    for node, spec, kernel, packs in requests:
+        yield node, kernel.result(), {
+            p.index: _prepacked(p, node, pack_key, pack_kernel.result(), tgt, packed)
+            for p, (pack_key, pack_kernel) in zip(spec.packs, packs)}
 
 
 def _arguments(node: Node, weights: dict[int, np.ndarray],
@@ -215,16 +221,22 @@ def _arguments(node: Node, weights: dict[int, np.ndarray],
     return [buffers[o] if isinstance(o, str) else o for o in node_operands(node, weights)]
 
 
-def _prepacked(pack: Pack, node: Node, key: str, target: tl.Target, cache_dir: Any,
+def _pack_kernel(pack: Pack, key: str, target: tl.Target, cache_dir: Any) -> tuple[str, Any]:
+    """The key and the requested kernel (a future) that packs input `pack.index` of the kernel
+    of `key`."""
+    pack_key = hashlib.sha256(f"{key}/pack{pack.index}".encode()).hexdigest()
+    return pack_key, request_kernel(pack_key, lambda: (x86.schedule_injective([pack.packed]),
+                                                       [pack.weight, pack.packed]), target,
+                                    cache_dir)
+
+
+def _prepacked(pack: Pack, node: Node, pack_key: str, kernel: Any, target: tl.Target,
                done: dict[tuple[str, int], np.ndarray]) -> np.ndarray:
     """The weight of input `pack.index` of `node` in its kernel's packed layout (packed once per
     constant and packing kernel)."""
     weight = node.inputs[pack.index]
-    pack_key = hashlib.sha256(f"{key}/pack{pack.index}".encode()).hexdigest()
     memo = (pack_key, id(weight))
     if memo not in done:
-        kernel = get_kernel(pack_key, lambda: (x86.schedule_injective([pack.packed]),
-                                               [pack.weight, pack.packed]), target, cache_dir)
         shape, dtype = tensor_spec(pack.packed, f"packed weight of {node!r}")
         out = np.empty(shape, dtype)
         kernel.module(target)(weight.value, out)

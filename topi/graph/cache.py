@@ -6,11 +6,18 @@ compiler version (a hash of the tensorlang, autotune and topi sources, llvmlite'
 the host CPU). The disk entry holds the optimised object code, the LLVM IR (for
 export_library) and the kernel's signature; loading one links the object into an MCJIT engine
 without running LLVM's optimiser, so a warm build compiles nothing.
+
+A cold build overlaps its two halves of compiling: `request_kernel` schedules, lowers and writes
+the LLVM IR of a kernel on the calling thread (Python, holding the GIL) and leaves LLVM's
+optimiser and machine code (native code that releases the GIL; llvmlite lets one thread into
+LLVM at a time) to one LLVM thread, so that the next kernel is lowered while the last one is
+compiled.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import functools
 import gzip
 import hashlib
@@ -33,6 +40,8 @@ from tensorlang.runtime.threadpool import cache_dir
 STATS: collections.Counter[str] = collections.Counter()
 
 _MEMORY: dict[str, CompiledKernel] = {}
+_PENDING: dict[str, concurrent.futures.Future[CompiledKernel]] = {}
+_LLVM_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tl-llvm")
 
 _PACKAGES = ("tensorlang", "autotune", "topi")
 
@@ -99,34 +108,63 @@ def get_kernel(key: str, make: Lowerable, target: tl.Target,
                root: str | os.PathLike[str] | None = None) -> CompiledKernel:
     """The kernel of `key`: from memory, else from the disk cache, else compiled from the
     schedule and arguments that `make()` returns (and stored on disk)."""
+    return request_kernel(key, make, target, root).result()
+
+
+def request_kernel(key: str, make: Lowerable, target: tl.Target,
+                   root: str | os.PathLike[str] | None = None
+                   ) -> concurrent.futures.Future[CompiledKernel]:
+    """`get_kernel` as a future: a kernel to compile is lowered here and compiled by LLVM on the
+    LLVM thread, in the order requested (see the module docstring); errors of the schedule or
+    the lowering raise here, LLVM's from the future."""
     hit = _MEMORY.get(key)
     if hit is not None:
         STATS["memory"] += 1
-        return hit
+        done: concurrent.futures.Future[CompiledKernel] = concurrent.futures.Future()
+        done.set_result(hit)
+        return done
+    pending = _PENDING.get(key)
+    if pending is not None:
+        STATS["memory"] += 1
+        return pending
     directory = kernel_dir(root)
     symbol = f"tlk_{key[:24]}"
-    meta_path = directory / f"{key}.json"
-    if meta_path.exists():
+    if (directory / f"{key}.json").exists():
         STATS["disk"] += 1
+        lowered = None
     else:
-        _compile(make, symbol, target, directory, key)
+        lowered = _lower(make, symbol, target)
         STATS["compiled"] += 1
-    kernel = _load(directory, key, symbol, target)
-    _MEMORY[key] = kernel
-    return kernel
+    future = _LLVM_THREAD.submit(_finish, lowered, directory, key, symbol, target)
+    _PENDING[key] = future
+    future.add_done_callback(lambda _: _PENDING.pop(key, None))  # after _MEMORY has it
+    return future
 
 
-def _compile(make: Lowerable, symbol: str, target: tl.Target, directory: Path, key: str) -> None:
+def _lower(make: Lowerable, symbol: str, target: tl.Target) -> tuple[str, bytes]:
+    """The LLVM IR of the kernel that `make()` schedules, and its cache entry's metadata."""
     with target:  # the schedule and the lowering both read the target being compiled for
         s, params = make()
         func = tl.lower(s, list(params), name=symbol).main
     ll = codegen(func, target, symbol)
-    obj = emit_object(ll, symbol, target)
     meta = {"symbol": symbol, "signature": json.loads(Signature.from_primfunc(func).to_json())}
-    # The JSON goes last: its presence says the entry is complete.
-    _write_atomic(directory / f"{key}.o", obj)
-    _write_atomic(directory / f"{key}.ll.gz", gzip.compress(ll.encode(), compresslevel=1))
-    _write_atomic(directory / f"{key}.json", json.dumps(meta).encode())
+    return ll, json.dumps(meta).encode()
+
+
+def _finish(lowered: tuple[str, bytes] | None, directory: Path, key: str, symbol: str,
+            target: tl.Target) -> CompiledKernel:
+    """On the LLVM thread: compile `lowered` (None: the entry is on disk) into the cache entry
+    of `key`, and load it."""
+    if lowered is not None:
+        ll, meta = lowered
+        obj = emit_object(ll, symbol, target)
+        # The JSON goes last: its presence says the entry is complete.
+        _write_atomic(directory / f"{key}.o", obj)
+        _write_atomic(directory / f"{key}.ll.gz", gzip.compress(ll.encode(), compresslevel=1))
+        _write_atomic(directory / f"{key}.json", meta)
+    kernel = _load(directory, key, symbol, target)
+    _MEMORY[key] = kernel
+    return kernel
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
