@@ -1,6 +1,6 @@
 """Core speed benchmarks: GEMM ladder, compile time, call overhead, threads, SIMD, reductions.
 
-    python benchmarks/bench_core.py [--size 1024]
+    python benchmarks/bench_core.py [--size 1024] [--cold-build resnet50]
 
 Every ratio is measured side by side in this process (tensorlang.benchmark.compare alternates
 the two sides and takes the median of pairwise ratios; the call overhead alternates steady-state
@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -113,6 +116,108 @@ def compile_split(make=tutorial_gemm, repeat: int = 7) -> dict[str, float]:
     result = {key: statistics.median(v) for key, v in samples.items()}
     result["total"] = sum(result.values())
     return result
+
+
+COLD_BUILD_TIMED = {
+    "graph passes": ("topi.graph.build", "optimize"),
+    "memory plan": ("topi.graph.build", "plan_memory"),
+    "kernel lowering": ("topi.graph.cache", "_lower"),
+    "lower": ("tensorlang", "lower"),
+    "codegen": ("topi.graph.cache", "codegen"),
+    "llvm": ("topi.graph.cache", "emit_object"),
+    "llvm opt": ("tensorlang.runtime.jit", "parse_and_optimize"),
+    "waiting for llvm": ("concurrent.futures", "Future.result"),
+}
+"""The functions whose wall seconds (summed over their calls) split a cold model build; the child
+process wraps them. LLVM runs on a thread of its own while the next kernel is lowered
+(topi/graph/cache.py): the build's wall time is the main thread's steps plus its waits for LLVM."""
+
+
+def _wrap_timer(totals: dict[str, float], step: str, module_name: str, path: str) -> None:
+    owner = importlib.import_module(module_name)
+    *outer, attr = path.split(".")
+    for name in outer:
+        owner = getattr(owner, name)
+    inner = getattr(owner, attr)
+
+    @functools.wraps(inner)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            totals[step] += time.perf_counter() - start
+
+    setattr(owner, attr, timed)
+
+
+def _cold_build_child(model: str) -> None:
+    """In a fresh process: import torchvision's `model` through ONNX and build it untuned into
+    an empty kernel cache; print the seconds in each function of COLD_BUILD_TIMED as JSON."""
+    start = time.perf_counter()
+    totals = dict.fromkeys(COLD_BUILD_TIMED, 0.0)
+    import torch
+    from bench_wild import _export, _vision
+
+    import topi.graph as tg
+    totals["python imports"] = time.perf_counter() - start
+    for step, where in COLD_BUILD_TIMED.items():
+        _wrap_timer(totals, step, *where)
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    module, inputs = _vision(model)
+    proto, _ = _export(module.eval(), inputs)
+    t1 = time.perf_counter()
+    g = tg.from_onnx(proto)
+    t2, cpu = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory() as cache, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
+        tg.build(g, cache_dir=cache)
+        t3 = time.perf_counter()
+    totals.update({"onnx export (torch)": t1 - t0, "from_onnx": t2 - t1, "build": t3 - t2,
+                   "build cpu": time.process_time() - cpu,
+                   "kernels": tg.cache.STATS["compiled"]})
+    print(json.dumps(totals))
+
+
+def cold_build(model: str = "resnet50") -> dict[str, float]:
+    """Wall seconds of a cold untuned build of torchvision's `model` in a fresh Python process
+    with an empty kernel cache, by step: the build's wall time is the sum of the steps on the
+    main thread (all but the LLVM thread's). Its CPU time too: on a shared machine the wall time
+    counts the waits for a core."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--cold-build-child", model],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    t = json.loads(out.stdout.strip().splitlines()[-1])
+    lowering = t["kernel lowering"]
+    return {
+        "python imports": t["python imports"],
+        "onnx export (torch)": t["onnx export (torch)"],
+        "from_onnx": t["from_onnx"],
+        "graph passes": t["graph passes"],
+        "memory plan": t["memory plan"],
+        "schedules": lowering - t["lower"] - t["codegen"],
+        "lowering": t["lower"],
+        "codegen": t["codegen"],
+        "llvm opt (LLVM thread)": t["llvm opt"],
+        "machine code (LLVM thread)": t["llvm"] - t["llvm opt"],
+        "waiting for LLVM": t["waiting for llvm"],
+        "link, pre-pack, rest": (t["build"] - lowering - t["waiting for llvm"]
+                                 - t["graph passes"] - t["memory plan"]),
+        "build (wall)": t["build"],
+        "build (CPU, all threads)": t["build cpu"],
+        "process (wall)": time.perf_counter() - start,
+        "kernels compiled": t["kernels"],
+    }
+
+
+def print_cold_build(model: str) -> None:
+    split = cold_build(model)
+    print(f"\ncold build of {model} (fresh process, empty kernel cache; wall seconds; "
+          f"bar: build <= 20 s)")
+    for step, value in split.items():
+        print(f"  {step:<28}{value:>8.2f}" if isinstance(value, float) else
+              f"  {step:<28}{value:>8}")
 
 
 def _steady_block(call, args: tuple, kwargs: dict, warmup: float, number: int) -> float:
@@ -242,7 +347,16 @@ def dot_product_ratios(sizes: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 22)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="GEMM size")
+    parser.add_argument("--cold-build", metavar="MODEL",
+                        help="only time a cold untuned build of this torchvision model")
+    parser.add_argument("--cold-build-child", metavar="MODEL", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.cold_build_child:
+        _cold_build_child(opts.cold_build_child)
+        return 0
+    if opts.cold_build:
+        print_cold_build(opts.cold_build)
+        return 0
     try:
         print(f"threads: {tl.get_num_threads()}, target: {as_target('llvm')}")
         print(f"\nGEMM ladder {opts.size}^3 float32 (ratio = numpy time / our time)")
@@ -273,6 +387,7 @@ def main() -> int:
         print(f"vectorized vs scalar elementwise (1 thread): {simd_speedup():.2f}x")
         for n, ratio in dot_product_ratios():
             print(f"dot product of {n} floats (rfactor: threads x lanes): {ratio:.2f}x np.dot")
+        print_cold_build("resnet50")
     except AssertionError as exc:
         print(f"WRONG RESULT: {exc}", file=sys.stderr)
         return 1
