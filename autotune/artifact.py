@@ -235,6 +235,12 @@ def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., No
 COLD_CALL_SECONDS = 1e-3
 #: What a stage's deadline allows beyond its work for the worker to report back.
 REPORT_SECONDS = 0.1
+#: The same for a run in a forked child, which reports to its worker over a pipe.
+FORKED_REPORT_SECONDS = 0.01
+#: Adaptive repeats stop at `min_repeat` for a config every repeat of which is this fraction
+#: slower than the best: it cannot be the best, and the mean of its repeats ranks it well enough
+#: for the cost model (a third repeat was a third of a competitive config's timing).
+CONTENDER_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,7 @@ class RunSettings:
     min_repeat: int = 2
     cold_factor: float = 2.0
     probe_seconds: float = 0.0
+    forked: bool = False
 
 
 def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
@@ -273,6 +280,7 @@ def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
 
 
 _inputs_by_task: dict[str, list[np.ndarray]] = {}
+_linked: dict[ObjectCode, tl.Module] = {}
 _references: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
 
@@ -284,6 +292,16 @@ def _cached_random_arrays(artifact: Artifact) -> list[np.ndarray]:
         _inputs_by_task.clear()  # one task at a time: keep memory bounded
         _inputs_by_task[key] = _random_arrays(artifact.arg_specs, seed=0)
     return _inputs_by_task[key]
+
+
+def _link(code: ObjectCode) -> tl.Module:
+    """The module of `code`, linked once: by `prepare_run` in the runner worker, so that the
+    forked child that times it inherits it (a child that links pays LLVM's first-use costs
+    again, 4-10 ms, on every config)."""
+    if code not in _linked:
+        _linked.clear()  # one config at a time: keep memory bounded
+        _linked[code] = load_object(code)
+    return _linked[code]
 
 
 def _reference(spec: TaskSpec) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -304,6 +322,26 @@ def _flush_cpu_cache(scratch: np.ndarray) -> None:
     scratch += 1.0  # touching more memory than the last-level cache evicts the kernel's data
 
 
+def prepare_run(payload: tuple[Artifact, RunSettings], stage: Callable[..., None]) -> None:
+    """Make the task's inputs (and reference outputs) in the runner worker and link the
+    config's code, before `run_job` runs in a forked child of it: the child inherits them. The
+    reference kernel runs on one thread, so that the worker never starts the thread pool whose
+    threads a forked child would not have."""
+    artifact, settings = payload
+    _link(artifact.code)
+    if settings.check_correctness:
+        stage(REFERENCE_SECONDS, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
+        threads = tl.runtime.get_num_threads()
+        tl.runtime.set_num_threads(1)
+        try:
+            _reference(artifact.spec)
+        finally:
+            tl.runtime.set_num_threads(threads)
+        stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
+    else:
+        _cached_random_arrays(artifact)
+
+
 def run_job(payload: tuple[Artifact, RunSettings],
             stage: Callable[..., None]) -> tuple[list[float], bool]:
     """Link one artifact and time it (in the runner worker).
@@ -319,14 +357,15 @@ def run_job(payload: tuple[Artifact, RunSettings],
         ref_inputs, ref_outputs = _reference(artifact.spec)
         stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
     try:
-        module = load_object(artifact.code)
+        module = _link(artifact.code)
         hooks = cloudpickle.loads(artifact.hooks) if artifact.hooks else []
         arrays = ([a.copy() for a in ref_inputs] if settings.check_correctness
                   else _cached_random_arrays(artifact))
         for hook in hooks:
             hook()
         if settings.best_seconds is not None:  # a first call past this cannot compete: stopped
-            stage(first_call_limit(settings) + REPORT_SECONDS, MeasureErrorNo.RUN_TIMEOUT,
+            report = FORKED_REPORT_SECONDS if settings.forked else REPORT_SECONDS
+            stage(first_call_limit(settings) + report, MeasureErrorNo.RUN_TIMEOUT,
                   MeasureErrorNo.RUNTIME_ERROR)
         start = time.perf_counter()
         module(*arrays)  # warms caches and the thread pool, and gives a first estimate
@@ -383,8 +422,9 @@ def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> Non
 def _time(module: tl.Module, arrays: Sequence[np.ndarray], settings: RunSettings,
           cutoff: float | None = None) -> tuple[list[float], bool]:
     """`settings.repeat` costs, or with a `ci_target` as few as make the confidence interval of
-    their mean tight (at least `min_repeat`); stops early, as slow, once every cost so far is
-    above `cutoff`."""
+    their mean tight (at least `min_repeat`) or show that the config is no contender (every
+    cost so far over `CONTENDER_MARGIN` above the best); stops early, as slow, once every cost
+    so far is above `cutoff`."""
     if settings.flush_cache:
         scratch = np.zeros(64 * 1024 * 1024 // 8)
         timer = module.time_evaluator(settings.number, 1, settings.min_repeat_ms)
@@ -407,6 +447,9 @@ def _time(module: tl.Module, arrays: Sequence[np.ndarray], settings: RunSettings
         if cutoff is not None and min(costs) > cutoff:
             return costs, True
         if len(costs) >= settings.repeat or ci_half_width(costs) <= settings.ci_target:
+            return costs, False
+        if settings.best_seconds is not None and (
+                min(costs) > (1 + CONTENDER_MARGIN) * settings.best_seconds):
             return costs, False
         costs += timed(1)
 

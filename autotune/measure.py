@@ -24,7 +24,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from . import hostcpu
-from .artifact import Artifact, RunSettings, TaskSpec, build_job, first_call_limit, run_job
+from .artifact import (Artifact, RunSettings, TaskSpec, build_job, first_call_limit, prepare_run,
+                       run_job)
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .workers import Job, Outcome, WorkerPool
 
@@ -151,10 +152,16 @@ class LocalRunner:
         cold_factor: a first (cold) call this many times `relative_cutoff` times the best cost
             marks a config slow at once (the inputs are made and the code loaded before it,
             so it is hardly slower than a warm call).
-        probe_seconds: a first call is only killed (the worker stopped and replaced) once it
-            has run this long and past the slow mark: a kill costs a fresh worker (its
-            imports compete with the next timing), so a call ending sooner is waited for and
-            the config recorded as slow by the worker itself.
+        probe_seconds: a first call is only killed once it has run this long and past the
+            slow mark. Without `fork` a kill costs a fresh worker (its imports compete with
+            the next timing), so a call ending sooner is waited for and the config recorded
+            as slow by the worker itself (default 0.5 s); with `fork` a kill costs a child
+            process, and a first call is stopped at the slow mark (default 0).
+        fork: time each config in a forked child of the runner worker (where the platform
+            has fork): a hopeless config is stopped at about `cold_factor` x
+            `relative_cutoff` times the best cost, a crash costs a child, and the worker
+            and its inputs live on. Off: the worker runs the configs itself, and a stopped
+            or crashed config costs the worker (replaced by a started standby).
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
@@ -162,7 +169,7 @@ class LocalRunner:
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
                  max_measure_seconds: float = 1.0, relative_cutoff: float = 2.0,
                  ci_target: float = 0.05, min_repeat: int = 2, cold_factor: float = 1.25,
-                 probe_seconds: float = 0.5):
+                 probe_seconds: float | None = None, fork: bool = True):
         if number < 1 or repeat < 1 or min_repeat < 1:
             raise ValueError(f"LocalRunner needs number, repeat and min_repeat >= 1, got "
                              f"{number}, {repeat}, {min_repeat}")
@@ -180,7 +187,9 @@ class LocalRunner:
         self.ci_target = ci_target
         self.min_repeat = min_repeat
         self.cold_factor = cold_factor
-        self.probe_seconds = probe_seconds
+        self.fork = fork and hasattr(os, "fork")
+        self.probe_seconds = (probe_seconds if probe_seconds is not None
+                              else 0.0 if self.fork else 0.5)
         self._pool: WorkerPool | None = None
 
     def run(self, artifacts: Sequence[Artifact],
@@ -191,7 +200,7 @@ class LocalRunner:
         (against it, or the best cost of this batch once lower).
         """
         if self._pool is None:
-            self._pool = WorkerPool(1, _PRELOAD, standby=True)
+            self._pool = WorkerPool(1, _PRELOAD, standby=not self.fork)
         machine = hostcpu.this_host().describe()
         results = []
         for k, artifact in enumerate(artifacts):
@@ -202,7 +211,8 @@ class LocalRunner:
             best_seconds = _best(best_seconds, results)
             settings = self.settings(best_seconds)
             job = Job(run_job, (artifact, settings), settings.run_timeout,
-                      MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
+                      MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR,
+                      fork=self.fork, prepare=prepare_run)
             (outcome,) = self._pool.run([job])
             if outcome.error_no is MeasureErrorNo.NO_ERROR:
                 costs, slow = outcome.value
@@ -224,7 +234,7 @@ class LocalRunner:
                            self._run_timeout(best_seconds), self.enable_cpu_cache_flush,
                            self.check_correctness, self.max_measure_seconds, best_seconds,
                            self.relative_cutoff, self.ci_target, self.min_repeat,
-                           self.cold_factor, self.probe_seconds)
+                           self.cold_factor, self.probe_seconds, self.fork)
 
     def _run_timeout(self, best_seconds: float | None) -> float:
         """The time one config may run: `timeout`, or less once a best cost is known. A config

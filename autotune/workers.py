@@ -12,6 +12,12 @@ JIT state stay out) and never a multiprocessing child: multiprocessing re-import
 and re-runs a script without a main guard. A job is a module-level function, pickled by
 reference; whatever it needs from the user's code travels in its payload, by value. Workers
 ignore SIGINT: an interrupted parent stops them (`WorkerPool.close`, or end of input).
+
+A job may also run forked (`Job.fork`): the worker prepares what every job shares (`Job.prepare`,
+e.g. a task's inputs), forks, and runs the job in the child under the stage deadlines itself. An
+overrun or a crash then costs a child, a millisecond, instead of the worker and a fresh
+interpreter's imports (a second of CPU), so a runner can stop a hopeless config as soon as it
+is hopeless. The parent's deadlines stay as a safety net, `FORK_GRACE` later.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import multiprocessing.connection
 import os
 import pickle
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +43,8 @@ from .result import MeasureErrorNo
 STARTUP_SECONDS = 120.0
 #: Niceness of a standby worker while it waits (relative to the parent's).
 SPARE_NICE = 19
+#: Seconds the parent allows a worker beyond a forked job's deadline to stop the job itself.
+FORK_GRACE = 1.0
 
 # Ctrl-C in a terminal signals the whole process group: the parent handles it and stops its
 # workers. They run in a session of their own so that it never reaches them (a worker still in
@@ -48,13 +57,17 @@ _BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import sy
 @dataclass(frozen=True)
 class Job:
     """A job for a worker: a module-level function `func(payload, stage)`, its payload, and the
-    first stage's budget and error codes."""
+    first stage's budget and error codes. With `fork`, `func` runs in a forked child of the
+    worker, after `prepare(payload, stage)` (a module-level function or None) ran in the worker
+    itself: what it caches there, every later child inherits."""
 
     func: Callable[..., Any]
     payload: Any
     timeout: float
     timeout_error: MeasureErrorNo
     crash_error: MeasureErrorNo
+    fork: bool = False
+    prepare: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,20 @@ class StageFailure(Exception):
         self.error_no = error_no
 
 
+def _attempt(func: Callable[..., Any], payload: Any, stage: Callable[..., None]) -> tuple:
+    """Run one job: the message that reports its outcome."""
+    try:
+        return ("done", func(payload, stage))
+    except StageFailure as err:
+        return ("error", int(err.error_no), str(err))
+    except BaseException as err:  # noqa: BLE001 - every failure becomes a typed result
+        return ("exception", _tail(err))
+
+
+def _tail(err: BaseException) -> str:
+    return traceback.format_exception_only(type(err), err)[-1].strip()
+
+
 def serve(fd: int, preload: Sequence[str]) -> None:
     """The worker's main loop: run jobs received on the socket `fd` until told to stop."""
     conn = multiprocessing.connection.Connection(fd)
@@ -92,15 +119,67 @@ def serve(fd: int, preload: Sequence[str]) -> None:
             return
         try:
             message = pickle.loads(data)
-            if message is None:
-                return
-            func, payload = message
-            conn.send(("done", func(payload, stage)))
-        except StageFailure as err:
-            conn.send(("error", int(err.error_no), str(err)))
-        except BaseException as err:  # noqa: BLE001 - every failure becomes a typed result
-            tail = traceback.format_exception_only(type(err), err)[-1].strip()
-            conn.send(("exception", tail))
+        except BaseException as err:  # noqa: BLE001 - e.g. a job's module fails to import
+            conn.send(("exception", _tail(err)))
+            continue
+        if message is None:
+            return
+        func, payload, fork = message
+        if fork is None:
+            conn.send(_attempt(func, payload, stage))
+            continue
+        prepare, budget = fork
+
+        def graced(seconds: float, error_no: MeasureErrorNo, crash: MeasureErrorNo) -> None:
+            stage(seconds + FORK_GRACE, error_no, crash)  # the parent allows a forked job more
+
+        prepared = _attempt(prepare, payload, graced) if prepare is not None else ("done", None)
+        conn.send(_forked(func, payload, budget, graced) if prepared[0] == "done" else prepared)
+
+
+def _forked(func: Callable[..., Any], payload: Any, budget: tuple[float, int, int],
+            report: Callable[..., None]) -> tuple:
+    """Run one job in a forked child under its stage deadlines (`budget`: the first stage's
+    seconds and error codes), reporting each stage to the parent; the message that reports
+    its outcome."""
+    seconds, timeout_error, crash_error = budget
+    receive, send = multiprocessing.Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:  # the child: run the job, report, and leave without any cleanup of the parent's
+        try:
+            receive.close()
+
+            def stage(s: float, error_no: MeasureErrorNo, crash: MeasureErrorNo) -> None:
+                send.send(("stage", s, int(error_no), int(crash)))
+
+            send.send(_attempt(func, payload, stage))
+        finally:
+            os._exit(0)
+    send.close()
+    started = time.monotonic()
+    deadline = started + seconds
+    report(seconds, MeasureErrorNo(timeout_error), MeasureErrorNo(crash_error))  # after prepare
+    try:
+        while True:
+            if not receive.poll(max(0.0, deadline - time.monotonic())):
+                return ("error", timeout_error,
+                        f"timed out after {time.monotonic() - started:.2f} s")
+            try:
+                message = receive.recv()
+            except (EOFError, OSError):
+                return ("error", crash_error, "the worker process crashed")
+            if message[0] != "stage":
+                return message
+            _, seconds, timeout_error, crash_error = message
+            deadline = time.monotonic() + seconds
+            report(seconds, MeasureErrorNo(timeout_error), MeasureErrorNo(crash_error))
+    finally:
+        receive.close()
+        try:
+            os.kill(pid, signal.SIGKILL)  # done or overdue: either way it ends here
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
 
 
 def _child_environment() -> dict[str, str]:
@@ -173,13 +252,15 @@ class _Worker:
     def start_job(self, slot: int, job: Job) -> None:
         self.ensure_started()
         assert self.conn is not None
-        self.conn.send_bytes(pickle.dumps((job.func, job.payload)))
+        fork = ((job.prepare, (job.timeout, int(job.timeout_error), int(job.crash_error)))
+                if job.fork else None)
+        self.conn.send_bytes(pickle.dumps((job.func, job.payload, fork)))
         self.slot = slot
         self.started = time.monotonic()
-        self.job_timeout = job.timeout
+        self.job_timeout = job.timeout + (FORK_GRACE if job.fork else 0.0)
         # The job's clock starts when the worker is ready; a worker that never gets there has
         # crashed, as far as this job is concerned.
-        self.deadline = self.started + (job.timeout if self.ready else STARTUP_SECONDS)
+        self.deadline = self.started + (self.job_timeout if self.ready else STARTUP_SECONDS)
         self.timeout_error = job.timeout_error if self.ready else job.crash_error
         self.crash_error = job.crash_error
         self.job_timeout_error = job.timeout_error
@@ -192,8 +273,7 @@ class _Worker:
 
     def kill(self) -> None:
         if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=5)
+            _kill_group(self.process)
         if self.conn is not None:
             self.conn.close()
         self.process, self.conn, self.ready = None, None, False
@@ -235,9 +315,17 @@ def _stop(spawned: tuple[subprocess.Popen[bytes], multiprocessing.connection.Con
           ) -> None:
     """Stop a worker process that never got a job."""
     if spawned is not None:
-        spawned[0].kill()
-        spawned[0].wait(timeout=5)
+        _kill_group(spawned[0])
         spawned[1].close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill a worker and the child it may have forked (a worker leads a session of its own)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait(timeout=5)
 
 
 class WorkerPool:

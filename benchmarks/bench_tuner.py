@@ -301,23 +301,27 @@ def _cpu_seconds() -> float:
 #: adaptive measurement (fixed repeats, a 3x cutoff, builds not overlapped with runs, a model
 #: fit and plan every 32 trials), "kill" the defaults before the first call's probe (a first
 #: call is slow past 4x the best, killed there at once, the standby runner process importing
-#: at full priority), "after" the defaults, "loud_spare" the defaults but for that standby,
-#: "probe_0.2" the defaults with a shorter probe.
+#: at full priority), "after" the defaults, "unforked" the defaults but timing in the runner
+#: worker itself (a first call stopped past a 0.5 s probe, by a kill and a standby worker),
+#: "loud_spare" that with a standby importing at full priority, "probe_0.2" with a shorter probe.
 #: All run on this code: to compare with older code, run `throughput` on a checkout of it,
 #: alternately with this one.
 THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
     "before": {"runner": {"number": 3, "repeat": 2, "min_repeat_ms": 20, "relative_cutoff": 3.0,
-                          "ci_target": 0.0},
+                          "ci_target": 0.0, "fork": False},
                "nice": 0, "overlap": False, "refit_every": None},
     "kill": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "cold_factor": 2.0,
-                        "probe_seconds": 0.0},
+                        "probe_seconds": 0.0, "fork": False},
              "nice": 10, "overlap": None, "refit_every": 64, "spare_nice": 0},
     "after": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
               "nice": 10, "overlap": None, "refit_every": 64},
-    "loud_spare": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20},
+    "loud_spare": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "fork": False},
                    "nice": 10, "overlap": None, "refit_every": 64, "spare_nice": 0},
-    "probe_0.2": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "probe_seconds": 0.2},
+    "probe_0.2": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "probe_seconds": 0.2,
+                             "fork": False},
                   "nice": 10, "overlap": None, "refit_every": 64},
+    "unforked": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "fork": False},
+                 "nice": 10, "overlap": None, "refit_every": 64},
 }
 
 

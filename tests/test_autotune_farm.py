@@ -51,13 +51,18 @@ def matmul(n: int, marker: str = "", signum: int = 0) -> tuple:
     if marker and cfg["tx"].val == 16 and cfg["vec"].val:
 
         def signal_my_dask_worker_once() -> None:
-            """Runs in the runner process that a Dask worker started (a closure, so it travels
-            by value and unpickles at once): signals that worker, once, and leaves its process
-            id in `marker`."""
+            """Runs in the runner process that a Dask worker started, or in a child it forked
+            (a closure, so it travels by value and unpickles at once): signals that Dask
+            worker, once, and leaves its process id in `marker`."""
+            import psutil  # a dependency of distributed
+
             if not os.path.exists(marker):
-                Path(marker).write_text(str(os.getppid()))
+                worker = psutil.Process().parent()
+                while "autotune.workers" in " ".join(worker.cmdline()):
+                    worker = worker.parent()
+                Path(marker).write_text(str(worker.pid))
                 time.sleep(0.2)  # mid-run: the worker has told the scheduler what it runs
-                os.kill(os.getppid(), signum)
+                os.kill(worker.pid, signum)
 
         autotune.before_run(signal_my_dask_worker_once)
     return s, [A, B, C]

@@ -59,7 +59,7 @@ def _run_job(monkeypatch: pytest.MonkeyPatch, call_seconds: Sequence[float],
         clock.now += next(calls)
 
     monkeypatch.setattr(artifact, "time", clock)
-    monkeypatch.setattr(artifact, "load_object", lambda code: module)
+    monkeypatch.setattr(artifact, "_link", lambda code: module)
     monkeypatch.setattr(artifact, "_cached_random_arrays", lambda a: [])
     stages: list[float] = []
     art = Artifact(TaskSpec("t", "[]", "llvm", "k"), 0, b"", (), "h", 0.0)  # type: ignore[arg-type]
