@@ -3,16 +3,17 @@ with their activations, and the gate, from the block's input to the per-channel 
 
 An SE block (EfficientNet, MobileNet-V3, RegNet-Y) computes
 `x * gate(W2 @ act(W1 @ mean_hw(x) + b1) + b2)`. As separate graph ops that is a pooling kernel,
-two 1x1 convolutions on a 1x1 map (whose conv schedules spend ~0.1 ms on a mat-vec of a few
-thousand weights) and a multiply. Here the pool, both mat-vecs and the gate are the stages of one
+two 1x1 convolutions on a 1x1 map (mat-vecs), a layout transform where the squeezed channels
+make no block, and a multiply. Here the pool, both mat-vecs and the gate are the stages of one
 kernel (`se_gate`); `se_scaled_weight` also multiplies the gate into the input channels of the
 convolution that reads the scaled block (conv(x * s, W) = conv(x, W * s) per input channel), so
 that the scaled block is never written. The block input is NCHW or NCHW<b>c; the gate comes out
 in the same layout (spatial size 1).
 
-Weights are given as the stages read them, with the channel axis that is reduced first:
-`squeeze` (C, S) is W1 transposed, `excite` (S, C) is W2 transposed, both in logical (NCHW)
-channel order, so each mat-vec reads rows of contiguous outputs (vector lanes over outputs).
+Weights are given with the reduced channel axis first: `squeeze` (C, S) is W1 transposed,
+`excite` (S, C) is W2 transposed, both in logical (NCHW) channel order. The computes pack them
+into panels of PANEL outputs (a kernel-pack stage: pre-packed at build time for constants), so
+that the mat-vecs, bound by how fast the weights stream in, read each panel contiguously.
 """
 
 from __future__ import annotations
@@ -73,14 +74,52 @@ def _check(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor, excite: tl
     return batch, channels, s
 
 
+#: Output channels per weight panel: the mat-vecs read their weights packed as (outputs / PANEL,
+#: inputs, PANEL), each panel one contiguous stream (a vector of AVX-512, two of AVX2).
+PANEL = 16
+
+
+def _panels(weight: tl.Tensor, rows: int, name: str) -> tl.Tensor:
+    """`weight` (inputs, outputs) packed into panels of PANEL outputs, `rows` inputs each (the
+    inputs past the weight's own read as zero, as do the outputs past its last); tagged as a
+    kernel pack, so that a constant weight is packed once, at build time."""
+    inputs, outputs = weight.shape
+    zero = tl.const(0.0, weight.dtype)
+
+    def f(b: Expr, k: Expr, v: Expr) -> Expr:
+        j = b * PANEL + v
+        if rows == inputs and outputs % PANEL == 0:
+            return weight[k, j]
+        # The read is clamped into the weight: a select may evaluate both of its sides.
+        inside = weight[tl.minimum(k, inputs - 1), tl.minimum(j, outputs - 1)]
+        return tl.if_then_else((k < inputs) & (j < outputs), inside, zero)
+
+    return tl.compute((-(-outputs // PANEL), rows, PANEL), f, name=name,
+                      tag="injective,kernel_pack")
+
+
+def _padded(vector: tl.Tensor, index: Expr) -> Expr:
+    """vector[index], zero past its end (the padded outputs of a panel)."""
+    size = vector.shape[0]
+    if size % PANEL == 0:
+        return vector[index]
+    return tl.if_then_else(index < size, vector[tl.minimum(index, size - 1)],
+                           tl.const(0.0, vector.dtype))
+
+
 def _excitation(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor, excite: tl.Tensor,
                 act: str) -> tl.Tensor:
-    """W2 @ act(W1 @ mean_hw(x) + b1), (N, C) in logical channel order, before the excite bias:
-    the pool, the squeeze mat-vec, its activation and the excite mat-vec as four stages."""
+    """W2 @ act(W1 @ mean_hw(x) + b1) before the excite bias, (N, C / PANEL, PANEL) (rounded up,
+    logical channel order): the pool, the squeeze mat-vec, its activation and the excite
+    mat-vec as four stages. The squeezed channels are padded to whole panels with zero weights
+    and biases (act(0) = 0 for both activations), so the excite reduces over whole panels."""
     shape = const_shape(x, "se_gate")
     n, c, s = shape[0], squeeze.shape[0], squeeze.shape[1]
+    s_blocks = -(-s // PANEL)
     ry = tl.reduce_axis((0, shape[2]), name="ry")
     rx = tl.reduce_axis((0, shape[3]), name="rx")
+    w1 = _panels(squeeze, c, "se_squeeze_pack")
+    w2 = _panels(excite, s_blocks * PANEL, "se_excite_pack")
     if x.ndim == 5:
         blocks, block = shape[1], shape[4]
         pool = tl.compute((n, blocks, block),
@@ -89,21 +128,29 @@ def _excitation(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor, excit
         rco = tl.reduce_axis((0, blocks), name="rco")
         rci = tl.reduce_axis((0, block), name="rci")
         squeezed = tl.compute(
-            (n, s), lambda i, j: tl.sum(pool[i, rco, rci] * squeeze[rco * block + rci, j],
-                                        axis=[rco, rci]), name="se_squeeze", tag="se_matvec")
+            (n, s_blocks, PANEL), lambda i, b, v: tl.sum(
+                pool[i, rco, rci] * w1[b, rco * block + rci, v], axis=[rco, rci]),
+            name="se_squeeze", tag="se_matvec")
     else:
         pool = tl.compute((n, c), lambda i, k: tl.sum(x[i, k, ry, rx], axis=[ry, rx]),
                           name="se_pool", tag="se_pool")
         rc = tl.reduce_axis((0, c), name="rc")
-        squeezed = tl.compute((n, s), lambda i, j: tl.sum(pool[i, rc] * squeeze[rc, j], axis=rc),
-                              name="se_squeeze", tag="se_matvec")
+        squeezed = tl.compute((n, s_blocks, PANEL), lambda i, b, v: tl.sum(
+            pool[i, rc] * w1[b, rc, v], axis=rc), name="se_squeeze", tag="se_matvec")
     inv = tl.const(1.0 / (shape[2] * shape[3]), x.dtype)  # the mean, applied after the mat-vec
-    hidden = tl.compute((n, s), lambda i, j: _activation(act, squeezed[i, j] * inv
-                                                         + squeeze_bias[j]),
-                        name="se_hidden", tag="se_hidden")
-    rs = tl.reduce_axis((0, s), name="rs")
-    return tl.compute((n, c), lambda i, k: tl.sum(hidden[i, rs] * excite[rs, k], axis=rs),
-                      name="se_excite", tag="se_matvec")
+    hidden = tl.compute((n, s_blocks, PANEL), lambda i, b, v: _activation(
+        act, squeezed[i, b, v] * inv + _padded(squeeze_bias, b * PANEL + v)),
+        name="se_hidden", tag="se_hidden")
+    rso = tl.reduce_axis((0, s_blocks), name="rso")
+    rsi = tl.reduce_axis((0, PANEL), name="rsi")
+    return tl.compute((n, -(-c // PANEL), PANEL), lambda i, b, v: tl.sum(
+        hidden[i, rso, rsi] * w2[b, rso * PANEL + rsi, v], axis=[rso, rsi]),
+        name="se_excite", tag="se_matvec")
+
+
+def _excited(excited: tl.Tensor, i: Expr, k: Expr) -> Expr:
+    """Channel k of image i of `_excitation`'s panels."""
+    return excited[i, k // PANEL, k % PANEL]
 
 
 def se_gate(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor, excite: tl.Tensor,
@@ -129,12 +176,13 @@ def se_gate(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor, excite: t
     excited = _excitation(x, squeeze, squeeze_bias, excite, act)
     if x.ndim == 4:
         return tl.compute((batch, channels, 1, 1), lambda i, k, y, z: _gate(
-            gate, excited[i, k] + excite_bias[k], alpha, beta), name="se_gate", tag="se_gate")
+            gate, _excited(excited, i, k) + excite_bias[k], alpha, beta), name="se_gate",
+            tag="se_gate")
     block = x.shape[4]
 
     def f(i: Expr, co: Expr, y: Expr, z: Expr, ci: Expr) -> Expr:
         k = co * block + ci
-        return _gate(gate, excited[i, k] + excite_bias[k], alpha, beta)
+        return _gate(gate, _excited(excited, i, k) + excite_bias[k], alpha, beta)
 
     return tl.compute((batch, channels // block, 1, 1, block), f, name="se_gate", tag="se_gate")
 
@@ -165,7 +213,7 @@ def se_scaled_weight(x: tl.Tensor, squeeze: tl.Tensor, squeeze_bias: tl.Tensor,
         raise ValueError(f"se_scaled_weight: weight must be (K, {channels}, R, S) or "
                          f"(K/b, {channels}, R, S, b), got {tuple(weight.shape)}")
     excited = _excitation(x, squeeze, squeeze_bias, excite, act)
-    gates = tl.compute((channels,), lambda k: _gate(gate, excited[0, k] + excite_bias[k],
+    gates = tl.compute((channels,), lambda k: _gate(gate, _excited(excited, 0, k) + excite_bias[k],
                                                     alpha, beta), name="se_gate",
                        tag="se_gate")
     return tl.compute(weight.shape, lambda *i: weight[i] * gates[i[1]],

@@ -1,10 +1,12 @@
 """x86 schedule of the squeeze-and-excitation kernels (`topi.nn.squeeze_excitation`).
 
-Only the pool reads the whole block input, so only it (and a scaled weight larger than the L2
-size) runs in parallel, over images and channel blocks, with the channels of a block in the
-vector lanes and the plane reduced inside. The mat-vecs are a few thousand multiply-adds: each
-runs on the calling thread with its outputs in the vector lanes (rows of the transposed weights
-are contiguous), where a parallel loop would cost more to wake than it saves. Every stage is
+The pool reads the whole block input: it runs over images and channel blocks, the channels of
+a block in the vector lanes and the plane reduced inside. The mat-vecs read weights of up to a
+megabyte (MobileNet-V3's last SE block: 960 x 240, twice) for a multiply-add per element: they
+are bound by how fast the weight streams in, so each keeps groups of output vectors in
+registers through its reduction. The pool and the mat-vecs run in parallel where what they
+read is PARALLEL_WEIGHT bytes or more, the scaled weight where it is larger than the L2 size,
+the rest (the activation, the gate: a few vectors) on the calling thread. Every stage is
 computed in full before the next (each needs all of the previous one).
 """
 
@@ -27,6 +29,10 @@ from .common import (
 )
 
 
+#: Bytes read (a mat-vec's weight, the pool's block input) from which a stage runs in parallel.
+PARALLEL_WEIGHT = 64 * 1024
+
+
 def _nbytes(t: tl.Tensor) -> int:
     """Bytes of a tensor of static shape (the SE computes require one)."""
     elements = 1
@@ -37,7 +43,7 @@ def _nbytes(t: tl.Tensor) -> int:
 
 def _schedule_pool(s: tl.Schedule, op: tl.ComputeOp) -> None:
     """Channels (the block, or NCHW's channel axis) in the lanes, the plane reduced inside;
-    images and blocks in parallel when the block input is at least the L2 size."""
+    images and blocks in parallel when the block input is PARALLEL_WEIGHT bytes or more."""
     stage = s[op]
     *outer, inner = op.axis
     if len(op.axis) == 3:  # NCHW<b>c: the block's channels are contiguous
@@ -46,22 +52,34 @@ def _schedule_pool(s: tl.Schedule, op: tl.ComputeOp) -> None:
         parallel_axes = outer
     else:  # NCHW: each channel's plane is contiguous, read row by row
         parallel_axes = [*outer, inner]
-    if _nbytes(op.input_tensors[0]) >= tl.Target.current().caches.l2:
+    if _nbytes(op.input_tensors[0]) >= PARALLEL_WEIGHT:
         fuse_parallel(s, op, parallel_axes)
 
 
+def _largest_divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
 def _schedule_matvec(s: tl.Schedule, op: tl.ComputeOp) -> None:
-    """Outputs in the lanes (the weight rows are contiguous), the reduction outside them."""
+    """Output panels (images, panels, PANEL outputs): a group of up to 8 output vectors held
+    in registers through the reduction, each reading its panel's contiguous stream of the
+    packed weight, consecutive multiply-adds going to different accumulators (one vector at a
+    time would chain its C multiply-adds one FMA latency apart). A weight of PARALLEL_WEIGHT
+    bytes or more (MobileNet-V3's 960 x 240: 0.9 MB) is streamed by both cores, one group of
+    panels each."""
     stage = s[op]
-    *outer, inner = op.axis
+    *outer, panels, inner = op.axis
     width = vector_lanes(op.output(0).dtype)
-    if (static_extent(inner) or width + 1) <= width:
-        stage.reorder(*outer, *op.reduce_axis, inner)
-        stage.vectorize(inner)
-        return
-    blocks, lanes = stage.split(inner, factor=width)
-    stage.reorder(*outer, blocks, *op.reduce_axis, lanes)
+    vectors, lanes = stage.split(inner, factor=min(width, static_extent(inner)))
+    per_panel = -(-static_extent(inner) // width)
+    groups, members = stage.split(panels, factor=_largest_divisor(
+        static_extent(panels), max(1, 8 // per_panel)))
+    stage.reorder(*outer, groups, *op.reduce_axis, members, vectors, lanes)
+    stage.unroll(members)
+    stage.unroll(vectors)
     stage.vectorize(lanes)
+    if max(_nbytes(t) for t in op.input_tensors) >= PARALLEL_WEIGHT:
+        fuse_parallel(s, op, [*outer, groups])
 
 
 def schedule_squeeze_excitation(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
@@ -74,6 +92,8 @@ def schedule_squeeze_excitation(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Sch
             _schedule_pool(s, op)
         elif op.tag == "se_matvec":
             _schedule_matvec(s, op)
+        elif op.tag == "injective,kernel_pack":  # run once at build time for constant weights
+            schedule_injective_stage(s, op, parallel=False)
         elif op.tag == "se_scaled_weight" or id(op) in out_ops:
             schedule_injective_stage(s, op, parallel=parallel_pays(op))
         else:  # the activation and the gate: a few vectors each, on the calling thread
