@@ -106,6 +106,11 @@ def _scalar_step(node: Node) -> Step | None:
     return (a, b, -inf, inf), v
 
 
+def _fold_pays(weight: int, block: int) -> bool:
+    """Whether scaling a weight of `weight` elements beats scaling a block of `block`."""
+    return weight <= block
+
+
 class _Matcher:
     """The SE pattern over one graph's readers."""
 
@@ -250,10 +255,7 @@ class _Matcher:
             return None
         if conv.op == "conv2d" and len(x.shape) != 4:
             return None
-        weight = conv.inputs[1].value
-        if weight.size > int(np.prod(x.shape)):
-            return None
-        return conv
+        return conv if _fold_pays(conv.inputs[1].value.size, int(np.prod(x.shape))) else None
 
 
 def fuse_squeeze_excitation(g: Graph) -> Graph:
