@@ -36,6 +36,7 @@ from autotune.measure import Measurer
 from autotune.progress import Progress
 from autotune.result import MeasureInput, gflops
 from autotune.tuner import GATuner, RandomTuner, Tuner, XGBTuner
+from autotune.tuner.base import REMEASURE_TOP
 from autotune.workers import SPARE_NICE
 
 
@@ -255,8 +256,10 @@ class _Timed:
                 other / trials)
 
 
-def _timed_tune(tuner: Tuner, trials: int, option: autotune.MeasureOption) -> _Timed:
-    """Tune with `option`, timing the whole run and the builds' wall time."""
+def _timed_tune(tuner: Tuner, trials: int, option: autotune.MeasureOption,
+                verdict: bool = False) -> _Timed:
+    """Tune with `option`, timing the whole run and the builds' wall time; with `verdict`, the
+    run ends with the re-measurement of its best (included in the wall time)."""
     measurers: list[Measurer] = []
     original = tuner._measurer
     build_wall = 0.0
@@ -277,7 +280,8 @@ def _timed_tune(tuner: Tuner, trials: int, option: autotune.MeasureOption) -> _T
     option.builder.build = timed_build  # type: ignore[method-assign]
     tuner._measurer = spy  # type: ignore[method-assign]
     cpu, start = _cpu_seconds(), time.perf_counter()
-    tuner.tune(trials, option, batch_size=16, remeasure_top=0)  # per-trial cost only
+    tuner.tune(trials, option, batch_size=16,
+               remeasure_top=REMEASURE_TOP if verdict else 0)
     return _Timed(time.perf_counter() - start, build_wall, measurers[0], _cpu_seconds() - cpu)
 
 
@@ -325,11 +329,22 @@ THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _throughput_run(task: autotune.Task, trials: int, variant: dict[str, Any]
-                    ) -> tuple[_Timed, float, XGBTuner]:
-    """One tuning run with the settings of `variant`: its timing, model seconds and tuner."""
+def _throughput_run(task: autotune.Task, trials: int, variant: dict[str, Any],
+                    verdict: bool = True) -> tuple[_Timed, float, float, XGBTuner]:
+    """One tuning run with the settings of `variant` (ending with the verdict unless told
+    not to): its timing, model and verdict seconds, and tuner."""
     tuner = XGBTuner(task, seed=0, refit_every=variant["refit_every"])
-    model_seconds = 0.0
+    model_seconds = verdict_seconds = 0.0
+    remeasure = tuner._remeasure
+
+    def timed_remeasure(*a: Any) -> Any:
+        nonlocal verdict_seconds
+        start = time.perf_counter()
+        out = remeasure(*a)
+        verdict_seconds += time.perf_counter() - start
+        return out
+
+    tuner._remeasure = timed_remeasure  # type: ignore[method-assign]
     for method in ("next_batch", "update"):
         inner = getattr(tuner, method)
 
@@ -345,29 +360,37 @@ def _throughput_run(task: autotune.Task, trials: int, variant: dict[str, Any]
     option = autotune.measure_option(
         autotune.LocalBuilder(timeout=20, nice=variant["nice"]),
         autotune.LocalRunner(**variant["runner"]), overlap=variant["overlap"])
-    return _timed_tune(tuner, trials, option), model_seconds, tuner
+    timed = _timed_tune(tuner, trials, option, verdict)
+    return timed, model_seconds, verdict_seconds, tuner
 
 
 def throughput(trials: int, template: str, compare: bool = False, rounds: int = 1,
-               variants: Sequence[str] | None = None) -> None:
+               variants: Sequence[str] | None = None, verdict: bool = True) -> None:
     """Wall time per trial of the "after" settings, or with `compare` of `variants` (default:
-    all) in `rounds` rounds, alternately (side by side: the machine's load drifts)."""
+    all) in `rounds` rounds, alternately (side by side: the machine's load drifts). Each run
+    ends with its verdict (unless `verdict` is False), whose time the wall time includes."""
     name, args = THROUGHPUT_TASKS[template]
     task = autotune.create_task(name, args)
     variants = list(variants or THROUGHPUT_VARIANTS) if compare else ["after"]
     print(f"{template}: space {len(task.config_space)}, tune(trials={trials}) per run")
     print(f"{'round':>5s} {'settings':9s}{'trials/s':>9s}{'ms/trial':>9s}{'build':>7s}{'run':>7s}"
-          f"{'model':>7s}{'slow':>6s}{'best GFLOP/s':>13s}")
+          f"{'model':>7s}{'slow':>6s}{'best GFLOP/s':>13s}{'wall s':>8s}{'verdict s':>10s}"
+          f"{'GFLOP/s':>8s}")
     for r in range(rounds if compare else 1):
         for v in variants if r % 2 == 0 else variants[::-1]:
-            run, model_seconds, tuner = _throughput_run(task, trials, THROUGHPUT_VARIANTS[v])
+            run, model_seconds, verdict_seconds, tuner = _throughput_run(
+                task, trials, THROUGHPUT_VARIANTS[v], verdict)
             m, done = run.measurer, tuner.trial_count  # fewer than asked for a small space
+            one_shot = task.flop / min(c for _, c in tuner._one_shot.values()) / 1e9
+            chosen = f"{tuner.best_flops:8.1f}" if tuner.verdict is not None else f"{'-':>8s}"
             print(f"{r:5d} {v:9s}{done / run.wall:9.2f}{run.wall / done * 1e3:9.0f}"
                   f"{m.build_seconds / done * 1e3:7.0f}{m.run_seconds / done * 1e3:7.0f}"
-                  f"{model_seconds / done * 1e3:7.0f}{m.slow_count:6d}{tuner.best_flops:13.1f}",
-                  flush=True)
+                  f"{model_seconds / done * 1e3:7.0f}{m.slow_count:6d}{one_shot:13.1f}"
+                  f"{run.wall:8.1f}{verdict_seconds:10.1f}{chosen}", flush=True)
     print("ms per trial: build is worker time (in parallel, overlapped in 'after'), run the "
-          "runner's wall time, model proposing and learning; slow: configs cut short")
+          "runner's wall time, model proposing and learning; slow: configs cut short; best: "
+          "the fastest one-shot trial; wall: the whole run, verdict included; GFLOP/s: the "
+          "verdict's winner, re-measured")
 
 
 def _local_cluster(builders: int) -> tuple[Any, Any]:
@@ -473,6 +496,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", nargs="+", choices=sorted(THROUGHPUT_VARIANTS),
                         help="throughput --compare: the settings to compare (default: all)")
+    parser.add_argument("--no-verdict", action="store_true",
+                        help="throughput: end the runs without re-measuring their best")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=300)
@@ -484,7 +509,8 @@ def main() -> None:
     elif args.dask:
         dask_overhead(args.trials, args.builders, args.rounds)
     elif args.what == "throughput":
-        throughput(args.trials, args.template, args.compare, args.rounds, args.variants)
+        throughput(args.trials, args.template, args.compare, args.rounds, args.variants,
+                   not args.no_verdict)
     else:
         model_quality(args.samples)
 
