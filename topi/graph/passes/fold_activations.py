@@ -1,12 +1,14 @@
 """Fold activations that exporters spell out as several ops back into the one op they compute.
 
-ONNX exports SiLU as `x * sigmoid(x)`, Hardswish (below opset 14) as `x * hard_sigmoid(x)` and
-GELU as `x * (erf(x / sqrt(2)) + 1) * 0.5`. Each reads `x` twice, and a value read by two ops
+ONNX exports SiLU as `x * sigmoid(x)`, Hardswish (below opset 14) as `x * hard_sigmoid(x)`,
+GELU as `x * (erf(x / sqrt(2)) + 1) * 0.5` and its tanh approximation (GPT-2's, ALBERT's and Phi's
+"gelu_new") as `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`. Each reads `x` twice, and a value read by two ops
 ends the fusion chain of its producer (`fuse_ops` grows groups along single readers): the
 convolution or dense layer before it writes `x` out and a separate kernel makes one more pass
 over memory for the activation (EfficientNet-B0: 48 such kernels, 30% of its run time; the GELUs
 of ConvNeXt, a quarter). As the single elementwise op (`silu`, `hard_swish`, `gelu`) the
 activation joins its producer's output stage. Intermediate values must have no other reader.
+The tanh form's products are matched as sets of factors (exporters associate them differently).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class _Matcher:
     def match(self, node: Node) -> Match:
         """The activation that `node` completes, if any (of its input's shape: a product that
         broadcasts its input to more dimensions is no activation of it)."""
-        for pattern in (self.silu, self.hard_swish, self.gelu):
+        for pattern in (self.silu, self.hard_swish, self.gelu, self.gelu_tanh):
             found = pattern(node)
             if found is not None and found[0].shape == node.shape:
                 return found
@@ -85,6 +87,52 @@ class _Matcher:
                     return x, "gelu"
         return None
 
+    def gelu_tanh(self, mul: Node) -> Match:
+        """0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), in any association and
+        order of the products, x^3 a power or a product."""
+        coefficient, factors = self.product(mul, top=True)
+        if not _close(coefficient, 0.5) or len(factors) != 2:
+            return None
+        for x, plus in (factors, factors[::-1]):
+            if self.tanh_plus_one(plus, x):
+                return x, "gelu_tanh"
+        return None
+
+    def tanh_plus_one(self, node: Node, x: Node) -> bool:
+        """Whether `node` is 1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)), all its own."""
+        if not self.private(node):
+            return False
+        for tanh, one in _operands(node, "add"):
+            if tanh.op != "tanh" or not _close(_scalar(one), 1.0) or not self.private(tanh):
+                continue
+            coefficient, scaled = self.product(tanh.inputs[0], top=False)
+            if (len(scaled) != 1 or not _close(coefficient, math.sqrt(2 / math.pi))
+                    or not self.private(inner := scaled[0])):
+                continue
+            for linear, cubic in _operands(inner, "add"):
+                coefficient, cube = self.product(cubic, top=False)
+                if (linear is x and _close(coefficient, 0.044715) and len(cube) == 3
+                        and all(f is x for f in cube)):
+                    return True
+        return False
+
+    def product(self, node: Node, top: bool) -> tuple[float, list[Node]]:
+        """`node` as a scalar coefficient times its other factors: the multiplies and cubes
+        (power(v, 3)) that only the product reads are opened up; `top` opens `node` itself
+        whatever reads it."""
+        value = _scalar(node)
+        if value is not None:
+            return value, []
+        if not top and not self.private(node):
+            return 1.0, [node]
+        if node.op == "multiply" and len(node.inputs) == 2:
+            (ca, fa), (cb, fb) = (self.product(i, top=False) for i in node.inputs)
+            return ca * cb, fa + fb
+        if node.op == "power" and len(node.inputs) == 2 and _close(_scalar(node.inputs[1]), 3):
+            c, f = self.product(node.inputs[0], top=False)
+            return c ** 3, 3 * f
+        return 1.0, [node]
+
     def erf_plus_one(self, node: Node, x: Node) -> bool:
         """Whether `node` is erf(x / sqrt 2) + 1 (or erf(x * 1/sqrt 2) + 1), all its own."""
         if not self.private(node):
@@ -103,8 +151,9 @@ class _Matcher:
 
 
 def fold_activations(g: Graph) -> Graph:
-    """`g` with SiLU, Hardswish and GELU written out as products folded into `silu`,
-    `hard_swish` and `gelu` nodes (named as the products were); the ops they replace go."""
+    """`g` with SiLU, Hardswish and GELU (exact or tanh) written out as products folded into
+    `silu`, `hard_swish`, `gelu` and `gelu_tanh` nodes (named as the products were); the ops
+    they replace go."""
     # Readers are counted among live nodes: an earlier pass may leave dead readers behind.
     g = remove_dead_nodes(g)
     matcher = _Matcher(g)
