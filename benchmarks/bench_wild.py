@@ -10,6 +10,7 @@ layers) at --seq tokens.
 
     python benchmarks/bench_wild.py                          # every family
     python benchmarks/bench_wild.py --models resnet50,bert --rounds 5
+    python benchmarks/bench_wild.py --family-sweep --torch-check  # the families' other members
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ VISION = {
     "lraspp_mobilenet_v3_large": 224,
 }
 TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama")
+#: --family-sweep: more members of the same families (the models a user meets beside the list).
+FAMILY_VISION = {
+    **dict.fromkeys(("resnet18", "resnet34", "resnet101", "wide_resnet50_2", "resnext101_32x8d",
+                     "mobilenet_v3_small", "efficientnet_b1", "densenet169", "densenet201",
+                     "regnet_y_800mf", "regnet_y_1_6gf", "regnet_x_800mf", "regnet_x_1_6gf",
+                     "shufflenet_v2_x0_5", "shufflenet_v2_x1_5", "shufflenet_v2_x2_0",
+                     "mnasnet0_5", "mnasnet0_75", "mnasnet1_3", "squeezenet1_0",
+                     "convnext_small", "vgg13", "vgg11_bn", "vgg16", "alexnet",
+                     "deeplabv3_mobilenet_v3_large"), 224),
+    "efficientnet_b2": 260, "efficientnet_b3": 300, "fcn_resnet50": 160,
+}
+FAMILY_TEXT = ("albert", "electra", "bart_encoder", "t5_encoder", "opt", "mistral", "qwen2",
+               "phi", "gpt_neox", "mobilebert", "deberta_v2")
 
 
 def _torchvision() -> types.ModuleType:
@@ -57,10 +71,11 @@ def _torchvision() -> types.ModuleType:
 def _vision(name: str) -> tuple[torch.nn.Module, tuple]:
     models = _torchvision().models
     build = getattr(models, name, None) or getattr(models.segmentation, name)
-    kwargs = {"weights_backbone": None} if name.startswith("lraspp") else {}
+    segmentation = name.startswith(("lraspp", "deeplabv3", "fcn"))
+    kwargs = {"weights_backbone": None} if segmentation else {}
     if name in ("googlenet", "inception_v3"):
         kwargs = {"aux_logits": False, "init_weights": False}
-    size = VISION[name]
+    size = {**VISION, **FAMILY_VISION}[name]
     return build(weights=None, **kwargs), (torch.randn(1, 3, size, size),)
 
 
@@ -70,6 +85,10 @@ def _text(name: str, seq: int) -> tuple[torch.nn.Module, tuple]:
 
     size = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                 intermediate_size=1024, vocab_size=1000)
+    decoder = dict(size, num_key_value_heads=2, use_cache=False)  # grouped-query attention
+    bart = dict(vocab_size=1000, d_model=256, encoder_layers=4, decoder_layers=1,
+                encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
+                decoder_ffn_dim=1024)
     configs = {
         "bert": lambda: T.BertModel(T.BertConfig(**size)),
         "roberta": lambda: T.RobertaModel(T.RobertaConfig(**size)),
@@ -80,6 +99,24 @@ def _text(name: str, seq: int) -> tuple[torch.nn.Module, tuple]:
                                                  eos_token_id=0)),
         "llama": lambda: T.LlamaModel(T.LlamaConfig(num_key_value_heads=2, use_cache=False,
                                                     **size)),
+        "albert": lambda: T.AlbertModel(T.AlbertConfig(embedding_size=128, **size)),
+        "electra": lambda: T.ElectraModel(T.ElectraConfig(embedding_size=128, **size)),
+        "bart_encoder": lambda: T.BartModel(T.BartConfig(**bart)).get_encoder(),
+        "t5_encoder": lambda: T.T5EncoderModel(T.T5Config(
+            vocab_size=1000, d_model=256, d_kv=64, d_ff=1024, num_layers=4, num_heads=4,
+            use_cache=False)),
+        "opt": lambda: T.OPTModel(T.OPTConfig(
+            vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+            ffn_dim=1024, word_embed_proj_dim=256, use_cache=False)),
+        "mistral": lambda: T.MistralModel(T.MistralConfig(sliding_window=None, **decoder)),
+        "qwen2": lambda: T.Qwen2Model(T.Qwen2Config(**decoder)),
+        "phi": lambda: T.PhiModel(T.PhiConfig(partial_rotary_factor=0.5, **decoder)),
+        "gpt_neox": lambda: T.GPTNeoXModel(T.GPTNeoXConfig(use_cache=False, **size)),
+        "mobilebert": lambda: T.MobileBertModel(T.MobileBertConfig(
+            vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+            intermediate_size=512, embedding_size=128, true_hidden_size=128,
+            intra_bottleneck_size=128, num_feedforward_networks=2)),
+        "deberta_v2": lambda: T.DebertaV2Model(T.DebertaV2Config(**size)),
     }
     return configs[name](), (torch.randint(0, 1000, (1, seq)),)
 
@@ -103,24 +140,40 @@ def _status(fn: Callable[[], object]) -> str:
         return type(err).__name__
 
 
-def bench(name: str, args: argparse.Namespace) -> dict:
-    torch.manual_seed(0)
-    module, inputs = _text(name, args.seq) if name in TEXT else _vision(name)
-    module = module.eval()
-    row: dict = {"model": name}
-    proto, row["exporter"] = _export(module, inputs)
-    row["from_torch"] = _status(lambda: tg.from_torch(module, inputs))
-    g = tg.from_onnx(proto)
-    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+def _build(g: tg.Graph) -> tuple[tg.Module, float]:
+    """The untuned module of `g` and its build time in seconds."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
-        ours = tg.build(g)
-    row["build s"] = time.perf_counter() - start
+        module = tg.build(g)
+    return module, time.perf_counter() - start
+
+
+def _error(module: tg.Module, inputs: tuple, expected: np.ndarray) -> str:
+    """Max abs error of the module's first output, relative to the largest expected value."""
+    feeds = {node.name: t.numpy() for node, t in zip(module.inputs, inputs)}
+    got = module(**feeds)[0]
+    return f"{np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30):.1e}"
+
+
+def bench(name: str, args: argparse.Namespace) -> dict:
+    torch.manual_seed(0)
+    text = name in TEXT or name in FAMILY_TEXT
+    module, inputs = _text(name, args.seq) if text else _vision(name)
+    module = module.eval()
+    row: dict = {"model": name}
+    proto, row["exporter"] = _export(module, inputs)
     with torch.no_grad():
         expected = torch.utils._pytree.tree_leaves(module(*inputs))[0].numpy()
-    error = np.abs(ours(**feeds)[0] - expected).max() / max(np.abs(expected).max(), 1e-30)
-    row["max err"] = float(error)
+    if args.torch_check:
+        row["from_torch"] = _status(lambda: row.update(
+            {"torch err": _error(_build(tg.from_torch(module, inputs))[0], inputs, expected)}))
+    else:
+        row["from_torch"] = _status(lambda: tg.from_torch(module, inputs))
+    g = tg.from_onnx(proto)
+    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+    ours, row["build s"] = _build(g)
+    row["max err"] = _error(ours, inputs, expected)
     refs = {"onnxruntime": _onnxruntime(proto, feeds, args.threads)}
 
     def pytorch() -> object:
@@ -136,13 +189,17 @@ def bench(name: str, args: argparse.Namespace) -> dict:
     return row
 
 
-COLUMNS = ["model", "exporter", "from_torch", "build s", "max err", "untuned ms",
+COLUMNS = ["model", "exporter", "from_torch", "torch err", "build s", "max err", "untuned ms",
            "onnxruntime ms", "pytorch ms", "untuned/onnxruntime", "untuned/pytorch"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join([*VISION, *TEXT]))
+    parser.add_argument("--family-sweep", action="store_true",
+                        help="the other members of the families instead of --models")
+    parser.add_argument("--torch-check", action="store_true",
+                        help="also build the from_torch import and report its error")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
     parser.add_argument("--seq", type=int, default=128, help="transformer sequence length")
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
@@ -150,7 +207,8 @@ def main() -> None:
     tl.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     rows = []
-    for name in args.models.split(","):
+    names = [*FAMILY_VISION, *FAMILY_TEXT] if args.family_sweep else args.models.split(",")
+    for name in names:
         try:
             rows.append(bench(name, args))
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, not the end
