@@ -33,13 +33,14 @@ class _Block(torch.nn.Module):
     """1x1 expand, depthwise 3x3, SE, 1x1 project (+ batch norms), as MBConv blocks are."""
 
     def __init__(self, cin: int, channels: int, squeeze: int, act: type, gate: type,
-                 cout: int) -> None:
+                 cout: int, group_width: int = 1) -> None:
         super().__init__()
         se = torchvision().ops.SqueezeExcitation(channels, squeeze, activation=act,
                                                  scale_activation=gate)
         self.body = torch.nn.Sequential(
             torch.nn.Conv2d(cin, channels, 1, bias=False), torch.nn.BatchNorm2d(channels), act(),
-            torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False),
+            torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels // group_width,
+                            bias=False),
             torch.nn.BatchNorm2d(channels), act(), se,
             torch.nn.Conv2d(channels, cout, 1, bias=False), torch.nn.BatchNorm2d(cout))
 
@@ -48,9 +49,9 @@ class _Block(torch.nn.Module):
 
 
 def _module(cin: int, channels: int, squeeze: int, act: type, gate: type, cout: int,
-            seed: int) -> torch.nn.Module:
+            seed: int, group_width: int = 1) -> torch.nn.Module:
     torch.manual_seed(seed)
-    module = _Block(cin, channels, squeeze, act, gate, cout).eval()
+    module = _Block(cin, channels, squeeze, act, gate, cout, group_width).eval()
     for m in module.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
@@ -71,8 +72,11 @@ def _pools(m: tg.Module) -> int:
 
 R, S = torch.nn.ReLU, torch.nn.SiLU
 SIG, HARD = torch.nn.Sigmoid, torch.nn.Hardsigmoid
-# (input channels, SE channels, squeezed, act, gate, output channels, batch, plane)
+# (input channels, SE channels, squeezed, act, gate, output channels, batch, plane[, group
+# width of the middle convolution, depthwise by default])
 BLOCKS = [
+    (16, 48, 12, R, SIG, 48, 1, 14, 8),  # RegNet-Y: x in half-vector blocks, the gate in whole
+    (16, 48, 12, R, SIG, 48, 3, 14, 8),  # ones on AVX-512 (the multiply reads x in its blocks)
     (16, 72, 24, R, HARD, 24, 1, 14),   # MobileNet-V3: the gate folds into the projection
     (8, 40, 10, S, SIG, 16, 3, 9),      # EfficientNet, three images: gate and multiply
     (6, 120, 30, R, SIG, 40, 1, 3),     # RegNet-Y, a small plane: the weight would be larger
@@ -85,8 +89,8 @@ BLOCKS = [
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b[1]}c{b[2]}s-{b[3].__name__}-"
                          f"{b[4].__name__}-n{b[6]}-{b[7]}px")
 def test_se_blocks_fused_match_unfused_and_pytorch(target: str, block: tuple) -> None:
-    cin, channels, squeeze, act, gate, cout, batch, plane = block
-    module = _module(cin, channels, squeeze, act, gate, cout, seed=channels)
+    cin, channels, squeeze, act, gate, cout, batch, plane, *group_width = block
+    module = _module(cin, channels, squeeze, act, gate, cout, channels, *group_width)
     x = torch.rand((batch, cin, plane, plane), generator=torch.Generator().manual_seed(cin)) - 0.5
     with torch.no_grad():
         expected = module(x).numpy()

@@ -118,6 +118,7 @@ class _Matcher:
         users = g.consumers()
         outputs = set(g.outputs)
         self.users = users
+        self.outputs = outputs
         self.private = lambda n: len(users[n]) == 1 and n not in outputs
 
     def through_transform(self, node: Node) -> Node:
@@ -242,6 +243,14 @@ class _Matcher:
             return None
         return {"gate": "hard_sigmoid", "alpha": float(scale), "beta": float(shift)}, node
 
+    def reads_any_block(self, node: Node) -> bool:
+        """Whether every reader of `node` is an NCHW[x]c convolution reading it as data (which
+        takes any input block), and no output is `node`."""
+        readers = self.users[node]
+        return bool(readers) and node not in self.outputs and all(
+            r.op == "conv2d_NCHWc" and r.inputs[0] is node and r.inputs[1] is not node
+            for r in readers)
+
     def folding_conv(self, block: _Block) -> Node | None:
         """The convolution whose weight takes the gate: the only reader of the scaled block,
         reading it as data, with a constant weight no larger than the block (one image)."""
@@ -288,23 +297,24 @@ def fuse_squeeze_excitation(g: Graph) -> Graph:
         elif node in folded:
             continue  # the convolution reads x instead
         elif node in blocks:
-            mapped[node] = _scaled(out, blocks[node], params(blocks[node]))
+            mapped[node] = _scaled(out, blocks[node], params(blocks[node]),
+                                   matcher.reads_any_block(node))
         else:
             mapped[node] = copy_node(out, node, inputs)
     out.output(*(mapped[n] for n in g.outputs))
     return remove_dead_nodes(out)
 
 
-def _scaled(out: Graph, block: _Block, params: list[Node]) -> Node:
+def _scaled(out: Graph, block: _Block, params: list[Node], any_block: bool) -> Node:
     """x times its gate, computed in x's layout; moved to the multiply's layout where that
-    differed (the gate's block had decided it)."""
+    differed (the gate's block had decided it) unless its readers take any block."""
     x = params[0]
     mul = block.scale
-    same = x.shape == mul.shape
+    same = x.shape == mul.shape or any_block
     gate = out.apply("se_gate", *params, name=out.unique_name(f"{mul.name}_gate"),
                      **block.attrs)
-    scaled = out.apply("multiply", x, gate,
-                       name=mul.name if same else out.unique_name(f"{mul.name}_{_layout(x.shape)}"))
+    name = mul.name if same else out.unique_name(f"{mul.name}_{_layout(x.shape)}")
+    scaled = out.apply("multiply", x, gate, name=name)
     if same:
         return scaled
     return out.apply("layout_transform", scaled, src_layout=_layout(x.shape),
