@@ -10,6 +10,8 @@ at least half a vector, and pooling. A `layout_transform` is inserted only where
 into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
 (reshape, dense, ...) and at the graph outputs, which
 keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
+Channels-last code on a blocked value (ConvNeXt's permute, LayerNorm, Linear layers and
+permute back) stays blocked too, through views that move no data (`channels_last.py`).
 A grouped convolution takes the blocks of a dense one (groups narrower than a block share it, no
 channel is padded; wider ones span several blocks), or half-vector blocks where its groups are an
 odd number of half vectors wide.
@@ -34,6 +36,7 @@ import tensorlang as tl
 from ...nn import channel_block, pack_group_conv2d_kernel
 from ..graph import Graph, Node, NodeKind
 from ..ops import OpPattern
+from .channels_last import ChannelsLastViews
 from .common import copy_node
 
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
@@ -64,6 +67,7 @@ class _Rewriter:
         self.block: dict[Node, int] = {}
         self.moved: dict[tuple[Node, int], Node] = {}
         self.outputs = set(g.outputs)
+        self.channels_last = ChannelsLastViews(self)
 
     def lanes(self, node: Node) -> int:
         return tl.Target.current().vector_lanes(node.dtype)
@@ -95,6 +99,9 @@ class _Rewriter:
     def visit(self, old: Node, inputs: Sequence[Node]) -> Node:
         if old.kind is not NodeKind.OP:
             return copy_node(self.out, old, inputs)
+        viewed = self.channels_last.visit(old, inputs)
+        if viewed is not None:
+            return viewed
         if old.op == "conv2d":
             new = self.conv2d(old, inputs)
         elif old.op == "group_conv2d":
