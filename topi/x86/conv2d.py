@@ -94,8 +94,11 @@ def fallback_block(out_hw: tuple[int, int], oc_vectors: int,
     then fill the target's accumulator budget with as little waste as the layer's shape allows:
     each block costs its number of points, but at least half the budget (a block with fewer
     independent accumulators waits on FMA latency), so partial blocks at the edges count what
-    they really cost. Of equally cheap shapes the largest block wins (fewer loads of the kernel
-    per output), then the widest (its inputs are contiguous)."""
+    they really cost. Of equally cheap shapes one whose rows tile the plane wins: on 7x7 planes
+    (AVX-512: 2 x 7, 7 x 2 and 1 x 7 blocks all cost 49 steps) the full-budget 2 x 7 block with
+    a partial last row ran at 50-65% of the others (one thread, Zen 4: 512 -> 512 3x3 60
+    against 77-88 GFLOP/s, 2048 -> 512 1x1 75 against 117). Then the largest block wins (fewer
+    loads of the kernel per output), then the widest (its inputs are contiguous)."""
     oc = min(2, oc_vectors)
     if parallel_vectors is not None and -(-parallel_vectors // oc) < tl.get_num_threads():
         oc = 1
@@ -106,7 +109,7 @@ def fallback_block(out_hw: tuple[int, int], oc_vectors: int,
         rows, cols = shape
         steps = sum(max(r * c, points // 2) for r in _block_sizes(out_h, rows)
                     for c in _block_sizes(out_w, cols))
-        return steps, -rows * cols, -cols
+        return steps, out_h % rows != 0, -rows * cols, -cols
 
     shapes = [(r, c) for r in range(1, min(out_h, points) + 1)
               for c in range(1, min(out_w, points // r) + 1)]
@@ -197,11 +200,15 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     # NCHW[x]c stores whole channel vectors; NCHW stores rows of the block's columns, each a
     # strided read of the block (a transpose in registers, not one scalar store per point).
     o.vectorize(lane[0] if lane else x_inner)
-    # The output rows stay out of the fused parallel loop: region inference of the blocked
-    # stage needs the channel block as a loop of its own.
-    blocks_loop = fuse_parallel(s, out, [n, k_outer])
-    single_image = static_extent(n) == 1
-    pack_kernel(s, kernel_vec, (o, blocks_loop) if single_image else None)
+    # A kernel packed here is packed per block of output channels, inside a parallel loop that
+    # visits each block once (see `pack_kernel`). Otherwise the blocks of output rows join the
+    # parallel loop: the threads then split images x channel blocks x row blocks, which they
+    # share evenly whatever the number of channel blocks (Inception's 96 and 160 channels: 3
+    # and 5 blocks of 32 channels for 2 threads, 75% and 83% of them busy over channel blocks
+    # alone).
+    packs_per_block = static_extent(n) == 1 and isinstance(kernel_vec.op, tl.ComputeOp)
+    blocks_loop = fuse_parallel(s, out, [n, k_outer] if packs_per_block else [n, k_outer, y_outer])
+    pack_kernel(s, kernel_vec, (o, blocks_loop) if packs_per_block else None)
 
     b = s[blocked]
     if conv.op is not out.op:

@@ -69,9 +69,9 @@ def schedule_depthwise_conv2d_NCHWc_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     x_outer, x_inner = cfg["tile_ow"].apply(s, out, x)
     o.reorder(n, c, y, x_outer, x_inner, lane)
     o.vectorize(lane)
-    # The row stays out of the parallel loop: region inference of the accumulator stage needs
-    # the channel block as a loop of its own (as in the conv schedule).
-    fuse_parallel(s, out, [n, c])
+    # The rows join the parallel loop, so that the threads share any number of channel blocks
+    # evenly (MobileNet-V2's 144 channels: 9 blocks of 16).
+    fuse_parallel(s, out, [n, c, y])
     compute_chain_at(s, out, conv, x_outer)
 
     d = s[conv]
