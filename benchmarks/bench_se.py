@@ -4,7 +4,9 @@ of each build, and the profile's kernel sum with the SE kernels' share.
 
 Each model is exported and imported as in bench_wild.py and built twice (the pipeline with and
 without the pass). Each round times the three in turn (ours without, ours with, onnxruntime with
-spinning off), each in a block after a pause; ratios are medians of the per-round ratios.
+spinning off), each in a block after a pause; ratios are medians of the per-round ratios, and
+of the fastest rounds. Then both builds are profiled in turn, one run at a time, and each
+kernel's least time kept: sums of those are what a loaded machine leaves comparable.
 
     python benchmarks/bench_se.py --models efficientnet_b0,mobilenet_v3_large --rounds 5
 """
@@ -38,21 +40,24 @@ def _block(fn: Callable[[], object], number: int, settle: float) -> float:
     return (time.perf_counter() - start) / number
 
 
-def _kernel_sums(m: tg.Module, feeds: dict[str, np.ndarray]) -> tuple[float, float]:
-    """(all kernels, the SE kernels) in ms per run, from the profile. The SE kernels: those
-    with a 1 x 1 output plane (pools, the 1x1 convolutions on them, the SE ops; the classifier's
-    pool too), the multiplies and the scaled weights."""
-    total = se = 0.0
-    for line in m.profile(number=10, inputs=feeds).splitlines()[1:]:
-        parts = line.split()
-        if len(parts) < 4:
-            continue
-        node = m.graph.node(parts[0])
-        ms = float(parts[-2])
-        total += ms
-        if parts[-3] in ("multiply", "se_scaled_weight") or tuple(node.shape[2:4]) == (1, 1):
-            se += ms
-    return total, se
+def _kernel_mins(m: tg.Module, feeds: dict[str, np.ndarray], best: dict[str, float]) -> None:
+    """Lower `best` (kernel call -> ms) to this profile's times (one run): over many runs, the
+    least each kernel took, which a loaded machine's preemptions leave alone."""
+    for line in m.profile(number=1, inputs=feeds).splitlines()[1:-1]:
+        name, *_, ms, _ = line.split()
+        best[name] = min(best.get(name, float("inf")), float(ms))
+
+
+def _sums(m: tg.Module, best: dict[str, float]) -> tuple[float, float]:
+    """(all kernels, the SE kernels) of the least times: the SE kernels are those with a 1 x 1
+    output plane (pools, the 1x1 convolutions on them, the SE gates; the classifier's pool too),
+    the multiplies and the scaled weights."""
+    se = 0.0
+    for step in m.steps:
+        node = m.graph.node(step.name)
+        if step.op in ("multiply", "se_scaled_weight") or tuple(node.shape[2:4]) == (1, 1):
+            se += best[step.name]
+    return sum(best.values()), se
 
 
 def bench(name: str, args: argparse.Namespace) -> None:
@@ -79,33 +84,38 @@ def bench(name: str, args: argparse.Namespace) -> None:
            "ort": _onnxruntime(proto, feeds, args.threads)}
     numbers = {k: calls_per_sample(fn, 0.1) for k, fn in fns.items()}
     times: dict[str, list[float]] = {k: [] for k in fns}
-    sums: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
     for _ in range(args.rounds):
         for key, fn in fns.items():
             times[key].append(_block(fn, numbers[key], args.settle))
-        for key in sums:
-            sums[key].append(_kernel_sums(built[key], feeds))
+    best: dict[str, dict[str, float]] = {"off": {}, "on": {}}
+    for _ in range(args.profiles):
+        for key in best:
+            _kernel_mins(built[key], feeds, best[key])
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
     ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    print(f"{name}: ms off {ms['off']:.2f} on {ms['on']:.2f} onnxruntime {ms['ort']:.2f}; "
+    low = {k: min(v) * 1e3 for k, v in times.items()}
+    print(f"{name}: median ms off {ms['off']:.2f} on {ms['on']:.2f} onnxruntime {ms['ort']:.2f}; "
           f"onnxruntime/ours off {ratio('ort', 'off'):.2f} -> on {ratio('ort', 'on'):.2f}; "
           f"off/on {ratio('off', 'on'):.2f}")
-    for key, rows in sums.items():
-        total = statistics.median(r[0] for r in rows)
-        se = statistics.median(r[1] for r in rows)
-        print(f"  kernel sum {key}: median {total:.2f} ms (min {min(r[0] for r in rows):.2f}), "
-              f"SE kernels median {se:.2f} ms (min {min(r[1] for r in rows):.2f})")
-    kernel_ratio = statistics.median(a[0] / b[0] for a, b in zip(sums["off"], sums["on"]))
-    print(f"  kernel sum off/on (median of rounds) {kernel_ratio:.2f}", flush=True)
+    print(f"  fastest round ms off {low['off']:.2f} on {low['on']:.2f} onnxruntime "
+          f"{low['ort']:.2f}; onnxruntime/ours off {low['ort'] / low['off']:.2f} -> on "
+          f"{low['ort'] / low['on']:.2f}; off/on {low['off'] / low['on']:.2f}")
+    sums = {key: _sums(built[key], best[key]) for key in best}
+    for key, (total, se) in sums.items():
+        print(f"  least kernel times, {key}: sum {total:.2f} ms, SE kernels {se:.2f} ms")
+    print(f"  kernel sum off/on {sums['off'][0] / sums['on'][0]:.2f}, SE kernels off/on "
+          f"{sums['off'][1] / sums['on'][1]:.2f}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=MODELS)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profiles", type=int, default=40,
+                        help="profiled runs of each build, alternated (least time per kernel)")
     parser.add_argument("--settle", type=float, default=0.2, help="pause before each block (s)")
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
