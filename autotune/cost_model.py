@@ -2,8 +2,9 @@
 
 Between features and the explorer. A `CostModel` has `fit(xs, ys)` and `predict(xs)`; higher
 predictions mean faster. `XGBoostCostModel` uses only xgboost's public `train`, `DMatrix` and
-`Booster.inplace_predict`, so xgboost upgrades do not break it. With `groups`, a ranking model compares
-configs only within one workload, which is what makes transfer learning across shapes work.
+`Booster.inplace_predict`, so xgboost upgrades do not break it. With `groups`, a ranking model
+compares configs only within one workload, which is what makes transfer learning across shapes
+work.
 """
 
 from __future__ import annotations

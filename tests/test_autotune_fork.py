@@ -122,6 +122,11 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _artifact() -> artifact.Artifact:
+    return artifact.Artifact(artifact.TaskSpec("t", [], "llvm", "k"), 0,
+                             b"", (), "h", 0.0)  # type: ignore[arg-type]
+
+
 # -- the runner: forked by default, stopping a first call at the slow mark -------------------------
 
 
@@ -153,7 +158,7 @@ def test_a_config_three_times_slower_than_the_best_is_cut_after_one_call(monkeyp
     monkeypatch.setattr(artifact, "_link", lambda code: module)
     monkeypatch.setattr(artifact, "_cached_random_arrays", lambda a: [])
     settings = LocalRunner(number=1, repeat=3).settings(0.01)
-    art = artifact.Artifact(artifact.TaskSpec("t", [], "llvm", "k"), 0, b"", (), "h", 0.0)  # type: ignore[arg-type]
+    art = _artifact()
     costs, slow = artifact.run_job((art, settings), lambda *a: None)
     assert slow and costs == [0.03] and len(calls) == 1
 
@@ -186,3 +191,31 @@ def test_a_config_clearly_slower_than_the_best_stops_at_the_fewest_repeats(best,
     noisy = [1.3, 1.5, 1.2, 1.45, 1.25, 1.4]  # never a tight interval
     costs, slow = artifact._time(_Scripted(noisy), [], _settings(best))  # type: ignore[arg-type]
     assert len(costs) == repeats and not slow  # a full measurement: the model learns its cost
+
+
+@pytest.mark.parametrize("speed", [0.5, 0.95, 1.05])
+def test_a_config_as_fast_as_the_best_is_never_cut(monkeypatch, speed) -> None:
+    clock = _Clock()
+    calls: list[float] = []
+
+    class Module:
+        def __call__(self, *arrays: object) -> None:
+            calls.append(speed * 0.01)
+            clock.now += speed * 0.01
+
+        def time_evaluator(self, number: int, repeat: int, min_repeat_ms: float = 0):
+            noisy = iter([1.0, 1.04, 0.97, 1.03, 0.99, 1.02])  # never a tight interval at 2
+
+            def evaluate(*arrays: object):
+                return type("R", (), {"results": tuple(speed * 0.01 * next(noisy)
+                                                       for _ in range(repeat))})()
+
+            return evaluate
+
+    monkeypatch.setattr(artifact, "time", clock)
+    monkeypatch.setattr(artifact, "_link", lambda code: Module())
+    monkeypatch.setattr(artifact, "_cached_random_arrays", lambda a: [])
+    settings = LocalRunner(number=1, repeat=3).settings(0.01)
+    art = _artifact()
+    costs, slow = artifact.run_job((art, settings), lambda *a: None)
+    assert not slow and len(costs) == 3  # every repeat: it may be the best
