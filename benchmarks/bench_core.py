@@ -14,6 +14,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 import warnings
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import numpy as np
 
 import tensorlang as tl
@@ -220,6 +222,30 @@ def print_cold_build(model: str) -> None:
               f"  {step:<28}{value:>8}")
 
 
+def llvm_pass_times(make=tutorial_gemm, top: int = 6) -> list[tuple[str, float]]:
+    """The `top` LLVM passes (the optimiser's and the machine code's) by CPU milliseconds of
+    one compile of the schedule `make()` returns, from LLVM's own pass timers: where a kernel's
+    compile time goes, e.g. the loop and SLP vectorizers' memory analyses on a block of 144
+    scalar stores, or loop strength reduction on a 7x7 filter packing."""
+    target = as_target(None)
+    s, args = make()
+    ll = codegen(tl.lower(s, args, name="k").main, target)
+    llvm.set_time_passes(True)
+    try:
+        target.target_machine().emit_object(parse_and_optimize(ll, target))
+        report = llvm.report_and_reset_timings()
+    finally:
+        llvm.set_time_passes(False)
+    times: dict[str, float] = {}
+    for line in report.splitlines():
+        # "   0.1064 ( 31.7%)   0.0000 (  0.0%)   0.1064 ( 31.4%)   0.2147 ( 31.9%)  SLPVectorizerPass"
+        fields = re.match(r"\s*([\d.]+) \(\s*[\d.]+%\)(?:\s+[\d.]+ \(\s*[\d.]+%\)){3}\s+(.+)$", line)
+        if fields and fields.group(2) != "Total":
+            name = re.sub(r" #\d+$", "", fields.group(2))  # the n-th instance of a pass
+            times[name] = times.get(name, 0.0) + float(fields.group(1)) * 1e3
+    return sorted(times.items(), key=lambda kv: -kv[1])[:top]
+
+
 def _steady_block(call, args: tuple, kwargs: dict, warmup: float, number: int) -> float:
     """Seconds per call of `call(*args, **kwargs)` over `number` calls, after a discarded warm-up
     of `warmup` seconds (ANCHORS.md: time each side in steady-state blocks)."""
@@ -380,6 +406,11 @@ def main() -> int:
         print(f"  {'step':<14}" + "".join(f"{name:>22}" for name in splits))
         for key in next(iter(splits.values())):
             print(f"  {key:<14}" + "".join(f"{split[key]:>22.1f}" for split in splits.values()))
+        print("LLVM's slowest passes (CPU ms of one compile):")
+        for name, (make, target) in kernels.items():
+            with tl.Target(target):
+                passes = llvm_pass_times(make)
+            print(f"  {name:<22}" + ", ".join(f"{p} {ms:.0f}" for p, ms in passes))
         ours, ref, ratio = call_overhead()
         print(f"\ncall overhead, 3 arrays of 4 floats: {ours:.2f} us, numpy np.add(out=) "
               f"{ref:.2f} us: {ratio:.2f}x numpy's call (bar <= 2.5x)")
