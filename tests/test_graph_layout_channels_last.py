@@ -17,6 +17,7 @@ import pytest
 import tensorlang as tl
 import topi.graph as tg
 from topi.graph.graph import Graph, NodeKind, op_label
+from topi.graph.reference import run_reference
 from topi.nn.channel_norm import layer_norm_NCHWc
 from topi.testing import layer_norm_python
 from wild_models import torchvision
@@ -122,3 +123,31 @@ def test_convnext_blocks_match_pytorch_and_the_unfused_graph(
     assert _moves_inside(unfused), "the unfused graph should transpose"
     assert all(n.kind is not NodeKind.OP or "layer_norm" not in op_label(n).split("+")
                for n in m.graph.nodes)
+
+
+def test_views_read_by_outputs_and_plain_ops_match_numpy() -> None:
+    """A channels-last LayerNorm that is a graph output (NHWC, its name kept) and is also read
+    by an op that knows no view (a softmax over channels), next to the Linear path that goes
+    back to NCHW: the view's NHWC copy serves the output and the softmax, and the norm runs once."""
+    rng = np.random.default_rng(7)
+    g = Graph()
+    x = g.input("x", (2, 8, 6, 5))
+    conv = g.conv2d(x, g.constant(rng.standard_normal((24, 8, 3, 3)).astype("float32")),
+                    padding=1)
+    nhwc = g.transpose(conv, (0, 2, 3, 1))
+    normed = g.layer_norm(nhwc, g.constant(rng.uniform(0.5, 1.5, 24).astype("float32")),
+                          g.constant(rng.standard_normal(24).astype("float32")), axis=-1,
+                          name="normed")
+    rows = g.reshape(normed, (-1, 24))
+    linear = g.add(g.dense(rows, g.constant(rng.standard_normal((40, 24)).astype("float32"))),
+                   g.constant(rng.standard_normal(40).astype("float32")))
+    back = g.transpose(g.reshape(linear, (2, 6, 5, 40)), (0, 3, 1, 2), name="back")
+    g.output(normed, back, g.softmax(normed, axis=-1, name="soft"))
+    m = tg.build(g)
+    feed = {"x": rng.standard_normal((2, 8, 6, 5)).astype("float32")}
+    for got, expected in zip(m(**feed), run_reference(g, feed)):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert [o.name for o in m.graph.outputs] == ["normed", "back", "soft"]
+    labels = [op_label(n) for n in m.graph.ops]
+    assert sum("layer_norm" in label.split("+") for label in labels) == 0
+    assert sum("layer_norm_NCHWc" in label.split("+") for label in labels) == 1
