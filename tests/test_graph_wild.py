@@ -1,8 +1,9 @@
 """Real architectures end to end: torchvision and transformers models (small configurations,
-random weights) imported through `from_torch`, through `from_onnx` (TorchScript exporter, the
-dynamo exporter where TorchScript cannot export the model, and the dynamo exporter for a few
-more), and through `torch.compile(backend="tensorlang")`, built with fallback configs and
-compared with PyTorch eager."""
+random weights; among the transformers T5's encoder, Phi's partial rotary embeddings and
+DeBERTa-v2's disentangled attention) imported through `from_torch`, through `from_onnx`
+(TorchScript exporter, the dynamo exporter where TorchScript cannot export the model, and the
+dynamo exporter for a few more), and through `torch.compile(backend="tensorlang")`, built with
+fallback configs and compared with PyTorch eager."""
 
 from __future__ import annotations
 

@@ -110,6 +110,14 @@ def _text() -> dict[str, Any]:
         "llama": (lambda: transformers.LlamaModel(transformers.LlamaConfig(
             vocab_size=97, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
             **small)), "ids"),
+        "t5_encoder": (lambda: transformers.T5EncoderModel(transformers.T5Config(
+            vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+            use_cache=False)), "ids"),
+        "phi": (lambda: transformers.PhiModel(transformers.PhiConfig(
+            vocab_size=97, num_key_value_heads=2, partial_rotary_factor=0.5,
+            max_position_embeddings=64, use_cache=False, **small)), "ids"),
+        "deberta_v2": (lambda: transformers.DebertaV2Model(transformers.DebertaV2Config(
+            vocab_size=97, **small)), "ids"),
         "hf_vit": (lambda: transformers.ViTModel(transformers.ViTConfig(
             image_size=32, patch_size=8, **small)), 32),
         "hf_swin": (lambda: transformers.SwinModel(transformers.SwinConfig(
@@ -123,7 +131,8 @@ def _text() -> dict[str, Any]:
 VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "googlenet",
           "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
           "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
-TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext")
+TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext",
+        "t5_encoder", "phi", "deberta_v2")
 
 
 def get(name: str) -> tuple[Any, tuple]:
