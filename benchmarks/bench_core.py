@@ -1,6 +1,6 @@
 """Core speed benchmarks: GEMM ladder, compile time, call overhead, threads, SIMD, reductions.
 
-    python benchmarks/bench_core.py [--size 1024] [--cold-build resnet50]
+    python benchmarks/bench_core.py [--size 1024] [--compile | --cold-build resnet50]
 
 Every ratio is measured side by side in this process (tensorlang.benchmark.compare alternates
 the two sides and takes the median of pairwise ratios; the call overhead alternates steady-state
@@ -86,6 +86,28 @@ def fallback_conv(shape: tuple[int, ...], kernel: tuple[int, ...], stride: int, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the fallback config's warning
             return topi.x86.schedule_conv2d_nchw(out), [data, weight, out]
+    return make
+
+
+def blocked_conv(channels: int, size: int, filters: int, kernel: int, depthwise: bool = False,
+                 block: int = 16):
+    """A maker of topi's conv2d_NCHWc (or depthwise_conv2d_NCHWc) on 16-channel blocks with its
+    fallback config, stride 1 and same padding: the kernels a model build compiles, its weights
+    packed once at build time."""
+    def make():
+        data = tl.placeholder((1, channels // block, size, size, block), name="data")
+        if depthwise:
+            weight = tl.placeholder((channels // block, kernel, kernel, block), name="kernel")
+            out = topi.nn.depthwise_conv2d_NCHWc(data, weight, 1, kernel // 2)
+            schedule = topi.x86.schedule_depthwise_conv2d_NCHWc
+        else:
+            weight = tl.placeholder((filters // block, channels, kernel, kernel, block),
+                                    name="kernel")
+            out = topi.nn.conv2d_NCHWc(data, weight, 1, kernel // 2)
+            schedule = topi.x86.schedule_conv2d_NCHWc
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fallback config's warning
+            return schedule(out), [data, weight, out]
     return make
 
 
@@ -238,8 +260,10 @@ def llvm_pass_times(make=tutorial_gemm, top: int = 6) -> list[tuple[str, float]]
         llvm.set_time_passes(False)
     times: dict[str, float] = {}
     for line in report.splitlines():
-        # "   0.1064 ( 31.7%)   0.0000 (  0.0%)   0.1064 ( 31.4%)   0.2147 ( 31.9%)  SLPVectorizerPass"
-        fields = re.match(r"\s*([\d.]+) \(\s*[\d.]+%\)(?:\s+[\d.]+ \(\s*[\d.]+%\)){3}\s+(.+)$", line)
+        # "0.1064 ( 31.7%)  0.0000 (  0.0%)  0.1064 ( 31.4%)  0.2147 ( 31.9%)  SLPVectorizerPass":
+        # user, system, user + system and wall seconds; the user seconds are kept.
+        fields = re.match(r"\s*([\d.]+) \(\s*[\d.]+%\)(?:\s+[\d.]+ \(\s*[\d.]+%\)){3}\s+(.+)$",
+                          line)
         if fields and fields.group(2) != "Total":
             name = re.sub(r" #\d+$", "", fields.group(2))  # the n-th instance of a pass
             times[name] = times.get(name, 0.0) + float(fields.group(1)) * 1e3
@@ -370,9 +394,41 @@ def dot_product_ratios(sizes: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 22)
     return rows
 
 
+def print_compile_times() -> None:
+    """The compile table (compile_split) and LLVM's slowest passes of each kernel."""
+    print(f"\ncompile time of one kernel (median CPU ms; budget {COMPILE_BUDGET_MS:.0f})")
+    # The AVX2 shape (6-row register blocks) is what an AVX2-only CPU compiles. The conv2d_nchw
+    # rows pack their kernels on each call (as the tuner measures them); the NCHWc rows are what
+    # a model build compiles.
+    conv3 = fallback_conv((1, 64, 56, 56), (64, 64, 3, 3), 1, 1)
+    stem = fallback_conv((1, 3, 224, 224), (64, 3, 7, 7), 2, 3)
+    kernels = {"tutorial GEMM": (tutorial_gemm, "llvm"),
+               "matmul.x86 fallback": (fallback_matmul_gemm, "llvm"),
+               "same, AVX2": (fallback_matmul_gemm, "llvm -mcpu=haswell"),
+               "conv 3x3 64x56x56": (conv3, "llvm"),
+               "conv 7x7/2 (stem)": (stem, "llvm"),
+               "NCHWc 3x3 64x56x56": (blocked_conv(64, 56, 64, 3), "llvm"),
+               "NCHWc 1x1 256->64": (blocked_conv(256, 56, 64, 1), "llvm"),
+               "depthwise 3x3 144": (blocked_conv(144, 56, 144, 3, depthwise=True), "llvm")}
+    splits = {}
+    for name, (make, target) in kernels.items():
+        with tl.Target(target):
+            splits[name] = compile_split(make)
+    print(f"  {'step':<14}" + "".join(f"{name:>21}" for name in splits))
+    for key in next(iter(splits.values())):
+        print(f"  {key:<14}" + "".join(f"{split[key]:>21.1f}" for split in splits.values()))
+    print("LLVM's slowest passes (CPU ms of one compile):")
+    for name, (make, target) in kernels.items():
+        with tl.Target(target):
+            passes = llvm_pass_times(make)
+        print(f"  {name:<22}" + ", ".join(f"{p} {ms:.0f}" for p, ms in passes))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="GEMM size")
+    parser.add_argument("--compile", action="store_true",
+                        help="only the compile times of single kernels")
     parser.add_argument("--cold-build", metavar="MODEL",
                         help="only time a cold untuned build of this torchvision model")
     parser.add_argument("--cold-build-child", metavar="MODEL", help=argparse.SUPPRESS)
@@ -383,34 +439,16 @@ def main() -> int:
     if opts.cold_build:
         print_cold_build(opts.cold_build)
         return 0
+    if opts.compile:
+        print_compile_times()
+        return 0
     try:
         print(f"threads: {tl.get_num_threads()}, target: {as_target('llvm')}")
         print(f"\nGEMM ladder {opts.size}^3 float32 (ratio = numpy time / our time)")
         print(f"{'step':<18}{'GFLOP/s':>10}{'vs numpy':>10}")
         for name, gflops, ratio in gemm_ladder(opts.size):
             print(f"{name:<18}{gflops:>10.1f}{ratio:>10.2f}")
-        budget = f"budget {COMPILE_BUDGET_MS:.0f}"
-        print(f"\ncompile time of one kernel (median CPU ms; {budget})")
-        # The AVX2 shape (6-row register blocks) is what an AVX2-only CPU compiles.
-        conv3 = fallback_conv((1, 64, 56, 56), (64, 64, 3, 3), 1, 1)
-        stem = fallback_conv((1, 3, 224, 224), (64, 3, 7, 7), 2, 3)
-        kernels = {"tutorial GEMM": (tutorial_gemm, "llvm"),
-                   "matmul.x86 fallback": (fallback_matmul_gemm, "llvm"),
-                   "same, AVX2": (fallback_matmul_gemm, "llvm -mcpu=haswell"),
-                   "conv 3x3 64x56x56": (conv3, "llvm"),
-                   "conv 7x7/2 (stem)": (stem, "llvm")}
-        splits = {}
-        for name, (make, target) in kernels.items():
-            with tl.Target(target):
-                splits[name] = compile_split(make)
-        print(f"  {'step':<14}" + "".join(f"{name:>22}" for name in splits))
-        for key in next(iter(splits.values())):
-            print(f"  {key:<14}" + "".join(f"{split[key]:>22.1f}" for split in splits.values()))
-        print("LLVM's slowest passes (CPU ms of one compile):")
-        for name, (make, target) in kernels.items():
-            with tl.Target(target):
-                passes = llvm_pass_times(make)
-            print(f"  {name:<22}" + ", ".join(f"{p} {ms:.0f}" for p, ms in passes))
+        print_compile_times()
         ours, ref, ratio = call_overhead()
         print(f"\ncall overhead, 3 arrays of 4 floats: {ours:.2f} us, numpy np.add(out=) "
               f"{ref:.2f} us: {ratio:.2f}x numpy's call (bar <= 2.5x)")
