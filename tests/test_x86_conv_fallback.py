@@ -1,7 +1,7 @@
 """The conv2d fallback on the layers of the common CNNs (ResNet's 7x7 planes, Inception's
 17x17 and 35x35 planes with 96/160 channels and 1x7 / 7x1 kernels, VGG's wide layers): its
 register blocks tile the rows, its parallel loop shares any number of channel blocks evenly
-between threads, its channel step follows the target's caches, and its results match numpy on
+between two threads, its channel step follows the target's caches, and its results match numpy on
 awkward shapes, on the host (AVX-512) and on AVX2."""
 
 from __future__ import annotations
@@ -56,18 +56,21 @@ def _parallel_extents(s: tl.Schedule, tensors: list[tl.Tensor]) -> list[int]:
 
 @pytest.mark.usefixtures("two_threads")
 @pytest.mark.parametrize("target", [HOST, HASWELL])
-def test_row_blocks_share_the_parallel_loop(target):
-    """A prepacked kernel (the graph's): the threads split channel blocks x row blocks. 96
-    channels make 3 register blocks of 2 vectors on AVX-512 (6 on AVX2); with the 35 rows of
-    one-row blocks, 105 (210) parallel iterations instead of 3 (6)."""
+@pytest.mark.parametrize("channels", [80, 128])
+def test_row_blocks_join_an_uneven_parallel_loop(channels, target):
+    """A prepacked kernel (the graph's): where the threads cannot share the register blocks of
+    channels evenly (80 channels: 3 blocks of 2 vectors on AVX-512, 5 on AVX2), they split
+    channel blocks x row blocks (x 35 one-row blocks); where they can (128), the rows stay
+    out of the parallel loop."""
     with tl.Target(target):
         lanes = tl.Target.current().vector_lanes("float32")
-        data = tl.placeholder((1, 96 // lanes, 35, 35, lanes), name="data")
-        kernel = tl.placeholder((96 // lanes, 96, 3, 3, lanes), name="kernel")
+        data = tl.placeholder((1, channels // lanes, 35, 35, lanes), name="data")
+        kernel = tl.placeholder((channels // lanes, channels, 3, 3, lanes), name="kernel")
         out = nn.conv2d_NCHWc(data, kernel, 1, 1, 1)
-        oc, rows, _ = conv2d_x86.fallback_block((35, 35), 96 // lanes, 96 // lanes)
+        oc, rows, _ = conv2d_x86.fallback_block((35, 35), channels // lanes, channels // lanes)
         extents = _parallel_extents(x86.schedule_conv2d_NCHWc([out]), [data, kernel, out])
-    assert 96 // lanes // oc * -(-35 // rows) in extents
+    blocks = -(-channels // lanes // oc)
+    assert (blocks * -(-35 // rows) if blocks % 2 else blocks) in extents
 
 
 @pytest.mark.usefixtures("two_threads")
@@ -150,9 +153,11 @@ def test_fallback_matches_numpy(case, target, rng):
 
 @pytest.mark.usefixtures("two_threads")
 @pytest.mark.parametrize("target", [None, HASWELL])
-@pytest.mark.parametrize("channels, size, stride", [(48, 9, 1), (144, 7, 2), (24, 5, 1)])
+@pytest.mark.parametrize("channels, size, stride", [(24, 9, 1), (40, 7, 2), (72, 5, 1),
+                                                     (32, 6, 1)])
 def test_depthwise_rows_in_the_parallel_loop_match_numpy(channels, size, stride, target, rng):
-    """The depthwise schedule splits channel blocks x rows between threads too."""
+    """The depthwise schedule splits channel blocks x rows between threads where the channel
+    blocks alone would not be shared evenly (3, 5 or 9 blocks of 8), not otherwise (32)."""
 
     def run():
         lanes = tl.Target.current().vector_lanes("float32")
@@ -165,7 +170,8 @@ def test_depthwise_rows_in_the_parallel_loop_match_numpy(channels, size, stride,
         got = run_op(out, [data, weight], arrays, x86.schedule_depthwise_conv2d_NCHWc)
         extents = _parallel_extents(x86.schedule_depthwise_conv2d_NCHWc([out]), [data, weight, out])
         rows = (size - 1) // stride + 1
-        assert channels // block * rows in extents
+        blocks = channels // block
+        assert (blocks * rows if blocks % 2 else blocks) in extents
         return got, ref.depthwise_conv2d_NCHWc_python(*arrays, stride, 1)
 
     got, expected = in_target(target, run)

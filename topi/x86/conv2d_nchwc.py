@@ -26,7 +26,7 @@ from .common import (
     static_extent,
 )
 from .config import conv_template, schedule_tagged
-from .conv2d import schedule_conv2d_nchw_with
+from .conv2d import parallel_axes, schedule_conv2d_nchw_with
 
 TASK = "conv2d_NCHWc.x86"
 DEPTHWISE_TASK = "depthwise_conv2d_NCHWc.x86"
@@ -69,9 +69,11 @@ def schedule_depthwise_conv2d_NCHWc_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     x_outer, x_inner = cfg["tile_ow"].apply(s, out, x)
     o.reorder(n, c, y, x_outer, x_inner, lane)
     o.vectorize(lane)
-    # The rows join the parallel loop, so that the threads share any number of channel blocks
+    # The rows join the parallel loop where the threads would not share the channel blocks
     # evenly (MobileNet-V2's 144 channels: 9 blocks of 16).
-    fuse_parallel(s, out, [n, c, y])
+    images, blocks = static_extent(n), static_extent(c)
+    fuse_parallel(s, out, parallel_axes(
+        [n, c], None if None in (images, blocks) else images * blocks, y))
     compute_chain_at(s, out, conv, x_outer)
 
     d = s[conv]
