@@ -223,3 +223,11 @@ def test_se_ops_reject_bad_input(change: dict, error: str) -> None:
         inputs.append(g.input("w", shapes["weight"]))
     with pytest.raises(ValueError, match=error):
         g.apply(op, *inputs, **attrs)
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 5), (2, 3, 5)])
+def test_gated_products_of_other_ranks_stay(shape: tuple) -> None:
+    g = tg.Graph()
+    x, y = g.input("x", shape), g.input("y", shape)
+    g.output(g.multiply(x, g.sigmoid(y)))
+    assert [n.op for n in fuse_squeeze_excitation(g).ops] == ["sigmoid", "multiply"]

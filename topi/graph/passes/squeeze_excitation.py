@@ -179,7 +179,7 @@ class _Matcher:
     def gate(self, gate: Node, shape: tuple[int, ...]) -> tuple[Node, tuple] | None:
         """(x, parameters) when `gate` is the SE gate of some x, with a 1 x 1 plane of `shape`
         (the multiply's) and x's channels."""
-        if len(gate.shape) != len(shape) or gate.shape[0] != shape[0] \
+        if len(shape) < 4 or len(gate.shape) != len(shape) or gate.shape[0] != shape[0] \
                 or gate.shape[1:] != (gate.shape[1], 1, 1, *shape[4:]):
             return None
         kind = self.gate_kind(gate)
