@@ -164,7 +164,7 @@ class _Matcher:
 
     def match(self, mul: Node) -> _Block | None:
         """The SE block that the multiply `mul` completes, if it is one."""
-        if mul.op != "multiply" or len(mul.inputs) != 2:
+        if mul.op != "multiply" or len(mul.inputs) != 2 or mul.symbolic:
             return None
         for data, gate in (mul.inputs, mul.inputs[::-1]):
             found = self.gate(gate, mul.shape)
