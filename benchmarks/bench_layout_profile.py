@@ -2,7 +2,9 @@
 profiled (`Module.profile`), and every kernel group that moves data between layouts (a kernel
 whose ops include a layout_transform or a transpose, grouped by its op label) taking more than
 --share of the model's kernel time is listed, with the share of the pure moves (kernels that
-compute nothing but layout_transform / transpose / reshape) in total.
+compute nothing but layout_transform / transpose / reshape) in total. Each share is the median
+over --repeats profiles: on a loaded machine one profile's kernel can read several times its
+time.
 
     python benchmarks/bench_layout_profile.py
     python benchmarks/bench_layout_profile.py --models convnext_tiny,swin_t --number 20
@@ -14,6 +16,7 @@ import argparse
 import re
 import warnings
 
+import numpy as np
 import torch
 from bench_wild import VISION, _export, _vision
 
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(VISION))
     parser.add_argument("--number", type=int, default=10, help="profiled runs per model")
     parser.add_argument("--share", type=float, default=0.02, help="smallest group listed")
+    parser.add_argument("--repeats", type=int, default=3, help="profiles per model (median)")
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
     args = parser.parse_args()
     tl.set_num_threads(args.threads)
@@ -59,7 +63,10 @@ def main() -> None:
             warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
             m = tg.build(tg.from_onnx(proto))
         m.profile(number=2)  # warm-up
-        groups, pure = layout_groups(m.profile(number=args.number))
+        runs = [layout_groups(m.profile(number=args.number)) for _ in range(args.repeats)]
+        labels = {op for groups, _ in runs for op in groups}
+        groups = {op: float(np.median([g.get(op, 0.0) for g, _ in runs])) for op in labels}
+        pure = float(np.median([p for _, p in runs]))
         big = sorted(((s, op) for op, s in groups.items() if s > args.share), reverse=True)
         listed = "; ".join(f"{op} {s:.1%}" for s, op in big) or "-"
         print(f"{name:<28} {pure:>10.1%}  {listed}", flush=True)
