@@ -51,11 +51,13 @@ def _kernel_mins(m: tg.Module, feeds: dict[str, np.ndarray], best: dict[str, flo
 def _sums(m: tg.Module, best: dict[str, float]) -> tuple[float, float]:
     """(all kernels, the SE kernels) of the least times: the SE kernels are those with a 1 x 1
     output plane (pools, the 1x1 convolutions on them, the SE gates; the classifier's pool too),
-    the multiplies and the scaled weights."""
+    the multiplies (with the layout transforms fused into them) and the scaled weights."""
     se = 0.0
     for step in m.steps:
         node = m.graph.node(step.name)
-        if step.op in ("multiply", "se_scaled_weight") or tuple(node.shape[2:4]) == (1, 1):
+        ops = set(step.op.split("+"))
+        scale = "multiply" in ops and ops <= {"multiply", "layout_transform"}
+        if scale or step.op == "se_scaled_weight" or tuple(node.shape[2:4]) == (1, 1):
             se += best[step.name]
     return sum(best.values()), se
 
