@@ -3,7 +3,9 @@ weights), ours untuned against onnxruntime and PyTorch, and which frontends impo
 
 Every model is exported to ONNX (TorchScript exporter; the dynamo exporter where TorchScript
 cannot export it) and imported with `from_onnx`; `from_torch` is tried on the same module. Ours
-is built from the ONNX import with fallback configs. Each pair is timed in alternating
+is built from the ONNX import with fallback configs, and with --trials N also tuned
+(`topi.graph.tune`, one budget of N trials over the model's kernels) and built from the
+records. Each pair is timed in alternating
 steady-state blocks in one process (onnxruntime with spinning off); ratios are the reference's
 time over ours (> 1: ours is faster). Transformers run small configurations (hidden 256, 4
 layers) at --seq tokens.
@@ -11,6 +13,7 @@ layers) at --seq tokens.
     python benchmarks/bench_wild.py                          # every family
     python benchmarks/bench_wild.py --models resnet50,bert --rounds 5
     python benchmarks/bench_wild.py --family-sweep --torch-check  # the families' other members
+    python benchmarks/bench_wild.py --models resnet50,efficientnet_b0 --trials 1000 --log-dir logs
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 import types
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -140,13 +144,25 @@ def _status(fn: Callable[[], object]) -> str:
         return type(err).__name__
 
 
-def _build(g: tg.Graph) -> tuple[tg.Module, float]:
-    """The untuned module of `g` and its build time in seconds."""
+def _build(g: tg.Graph, log: str | None = None) -> tuple[tg.Module, float]:
+    """The module of `g` (tuned by the records of `log`, untuned without) and its build time in
+    seconds."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the untuned build lists its fallback workloads
-        module = tg.build(g)
+        module = tg.build(g, log_file=log)
     return module, time.perf_counter() - start
+
+
+def _tuned(name: str, g: tg.Graph, args: argparse.Namespace, row: dict) -> tg.Module:
+    """`g` tuned with one budget of --trials over all its kernels (the log in --log-dir is
+    resumed, so a second run only builds), built from the records."""
+    log = str(Path(args.log_dir) / f"wild_{name}.jsonl")
+    start = time.perf_counter()
+    result = tg.tune(g, trials=args.trials, log_file=log, progress=False)
+    row["tuning s"] = time.perf_counter() - start
+    row["trials"] = result.trials
+    return _build(g, log)[0]
 
 
 def _error(module: tg.Module, inputs: tuple, expected: np.ndarray) -> str:
@@ -181,16 +197,22 @@ def bench(name: str, args: argparse.Namespace) -> dict:
             return module(*inputs)
 
     refs["pytorch"] = pytorch  # last: its OpenMP threads spin after each run
+    modes = {"untuned": ours}
+    if args.trials > 0:
+        modes["tuned"] = _tuned(name, g, args, row)
+        row["tuned err"] = _error(modes["tuned"], inputs, expected)
     for ref_name, ref in refs.items():
-        result = compare(lambda: ours(**feeds), ref, repeat=args.rounds)
-        row.setdefault("untuned ms", result.ours * 1e3)
-        row[f"{ref_name} ms"] = result.reference * 1e3
-        row[f"untuned/{ref_name}"] = result.speedup
+        for mode, built in modes.items():
+            result = compare(lambda m=built: m(**feeds), ref, repeat=args.rounds)
+            row.setdefault(f"{mode} ms", result.ours * 1e3)
+            row[f"{ref_name} ms"] = result.reference * 1e3
+            row[f"{mode}/{ref_name}"] = result.speedup
     return row
 
 
 COLUMNS = ["model", "exporter", "from_torch", "torch err", "build s", "max err", "untuned ms",
-           "onnxruntime ms", "pytorch ms", "untuned/onnxruntime", "untuned/pytorch"]
+           "onnxruntime ms", "pytorch ms", "untuned/onnxruntime", "untuned/pytorch", "trials",
+           "tuning s", "tuned err", "tuned ms", "tuned/onnxruntime", "tuned/pytorch"]
 
 
 def main() -> None:
@@ -203,6 +225,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
     parser.add_argument("--seq", type=int, default=128, help="transformer sequence length")
     parser.add_argument("--threads", type=int, default=tl.get_num_threads())
+    parser.add_argument("--trials", type=int, default=0,
+                        help="also tune each model with this budget and time the tuned build")
+    parser.add_argument("--log-dir", default=".", help="where the tuning logs go (resumed)")
     args = parser.parse_args()
     tl.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
@@ -215,13 +240,15 @@ def main() -> None:
             rows.append({"model": name, "exporter": f"failed: {type(err).__name__}: "
                                                     f"{str(err)[:120]}"})
         print(_table(rows[-1:], COLUMNS), flush=True)
-    print(f"\n{_cpu_name()}, {args.threads} threads, batch 1, fp32, untuned; "
+    tuning = f"tuned with {args.trials} trials" if args.trials else "untuned"
+    print(f"\n{_cpu_name()}, {args.threads} threads, batch 1, fp32, {tuning}; "
           f"x/ref columns: the reference's time over ours (> 1: ours is faster)")
     print(_table(rows, COLUMNS))
-    ratios = [r["untuned/onnxruntime"] for r in rows if "untuned/onnxruntime" in r]
-    if ratios:
-        print(f"geomean untuned/onnxruntime over {len(ratios)} models: "
-              f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")
+    for mode in ("untuned", "tuned"):
+        ratios = [r[f"{mode}/onnxruntime"] for r in rows if f"{mode}/onnxruntime" in r]
+        if ratios:
+            print(f"geomean {mode}/onnxruntime over {len(ratios)} models: "
+                  f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")
 
 
 if __name__ == "__main__":
