@@ -225,8 +225,8 @@ def test_se_ops_reject_bad_input(change: dict, error: str) -> None:
         g.apply(op, *inputs, **attrs)
 
 
-@pytest.mark.parametrize("shape", [(), (5,), (3, 5), (2, 3, 5)])
-def test_gated_products_of_other_ranks_stay(shape: tuple) -> None:
+@pytest.mark.parametrize("shape", [(), (5,), (3, 5), (2, 3, 5), ("n", 2, 1, 1), (2, "c", 3, 4)])
+def test_gated_products_of_other_ranks_or_symbolic_shapes_stay(shape: tuple) -> None:
     g = tg.Graph()
     x, y = g.input("x", shape), g.input("y", shape)
     g.output(g.multiply(x, g.sigmoid(y)))
