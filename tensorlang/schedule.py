@@ -50,6 +50,7 @@ PRAGMA_KEYS = {
     "auto_unroll_max_step": "unroll every loop inside whose copies hold at most this many "
                             "statements in all (an int >= 0)",
     "unroll_explicit": "True: unroll by copying the loop body; False: ask LLVM to unroll (a bool)",
+    "scalar_loop": "True: LLVM neither unrolls nor vectorizes the loop itself (a bool)",
 }
 """The loop pragmas `Stage.pragma` implements (TVM's names), with what each does."""
 
@@ -362,7 +363,10 @@ class Stage:
         """Steer how the loops inside `axis` are unrolled, as TVM's pragmas of these names do:
         `auto_unroll_max_step` (int) unrolls every inner loop of constant extent whose copies
         hold at most that many statements in all; `unroll_explicit` (bool, default True) says
-        whether unrolling copies the body (True) or asks LLVM to unroll the loop (False).
+        whether unrolling copies the body (True) or asks LLVM to unroll the loop (False);
+        `scalar_loop` (bool) keeps the loop `axis` itself a loop of one iteration at a time in
+        LLVM too (a copy loop of strided accesses, on which LLVM's vectorizers spend long
+        analyses and find nothing, or build scatters).
 
         Raises:
             ScheduleError: an unknown key, or a value of the wrong kind for the key.
@@ -379,8 +383,8 @@ class Stage:
                 value, int) or value < 0):
             raise ScheduleError(f"pragma auto_unroll_max_step on axis {axis.name} of stage "
                                 f"{self.name} needs an int >= 0, got {value!r}")
-        if key == "unroll_explicit" and not isinstance(value, (bool, int)):
-            raise ScheduleError(f"pragma unroll_explicit on axis {axis.name} of stage "
+        if key in ("unroll_explicit", "scalar_loop") and not isinstance(value, (bool, int)):
+            raise ScheduleError(f"pragma {key} on axis {axis.name} of stage "
                                 f"{self.name} needs a bool, got {value!r}")
         self.pragmas.setdefault(axis, []).append((key, value))
         self._record("pragma", f"{axis.name}, {key!r}, {value!r}")
