@@ -158,12 +158,17 @@ def parallel_axes(outer: list[IterVar], iterations: int | None, rows: IterVar) -
 def pack_kernel(s: tl.Schedule, kernel_vec: tl.Tensor,
                 per_block: tuple[tl.Stage, IterVar] | None) -> None:
     """The kernel packing (K/w, C, R, S, w) as a blocked transpose: per block of w output
-    channels and input channel, w rows of R x S values read one after the other (the w rows
-    unrolled; R x S stays a loop, kernels can be 24 x 24) and written into one contiguous
-    R x S x w run. Vectors over w instead would be gathers with a stride of a whole filter
-    (C x R x S values, a page or more apart for wide layers): on 512 x 512 3x3 filters that
-    pass took 1.0 ms per core against 0.65 ms this way, a third of the layer's time on 7x7
-    inputs. A kernel packed ahead of time (a placeholder) needs nothing.
+    channels and input channel, one loop over the R x S taps, each tap reading the w rows'
+    values (unrolled, scalar loads a filter apart) and writing them as one contiguous run of w.
+    The tap loop stays a loop in LLVM too (pragma `scalar_loop`: not unrolled, not vectorized):
+    with the taps unrolled inside the w rows (the former order, w rows of R x S values one
+    after the other) a 3x3 filter made a block of 144 scalar stores, on which LLVM's SLP and
+    loop vectorizers spent 180 ms of the conv's 420 ms compile to find nothing, and a 7x7 one
+    a nest on which loop strength reduction spent 160 ms. Vectorized over w, the loads would be
+    gathers a whole filter apart (C x R x S values, a page or more for wide layers): on
+    512 x 512 3x3 filters such a pass took 1.0 ms per core against 0.65 ms for scalar ones,
+    and LLVM's loop vectorizer let loose on the tap loop ran that layer at 0.35-0.7x. A kernel
+    packed ahead of time (a placeholder) needs nothing.
 
     `per_block` (the output stage and its parallel loop over blocks of output channels) packs
     each block's filters inside that loop, just before its convolution: the packed block stays
@@ -174,7 +179,8 @@ def pack_kernel(s: tl.Schedule, kernel_vec: tl.Tensor,
         return
     pk = s[kernel_vec]
     ko, ci, ry, rx, ki = pk.op.axis
-    pk.reorder(ko, ci, ki, ry, rx)
+    taps = pk.fuse(ry, rx)
+    pk.pragma(taps, "scalar_loop")
     pk.unroll(ki)
     if per_block is None:
         pk.parallel(ko)
