@@ -307,7 +307,8 @@ def _cpu_seconds() -> float:
 #: call is slow past 4x the best, killed there at once, the standby runner process importing
 #: at full priority), "after" the defaults, "unforked" the defaults but timing in the runner
 #: worker itself (a first call stopped past a 0.5 s probe, by a kill and a standby worker),
-#: "loud_spare" that with a standby importing at full priority, "probe_0.2" with a shorter probe.
+#: "loud_spare" that with a standby importing at full priority, "probe_0.2" with a shorter probe,
+#: "cold_1.0" the defaults with a first call slow past the cutoff itself (2x the best, not 2.5x).
 #: All run on this code: to compare with older code, run `throughput` on a checkout of it,
 #: alternately with this one.
 THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
@@ -325,6 +326,8 @@ THROUGHPUT_VARIANTS: dict[str, dict[str, Any]] = {
                              "fork": False},
                   "nice": 10, "overlap": None, "refit_every": 64},
     "unforked": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "fork": False},
+                 "nice": 10, "overlap": None, "refit_every": 64},
+    "cold_1.0": {"runner": {"number": 3, "repeat": 3, "min_repeat_ms": 20, "cold_factor": 1.0},
                  "nice": 10, "overlap": None, "refit_every": 64},
 }
 
