@@ -114,6 +114,10 @@ class _Rewriter:
             new = self.bias_add(old, inputs)
         elif old.op == "batch_norm":
             new = self.batch_norm(old, inputs)
+        elif old.op == "concatenate" and old.attrs.get("axis") in (2, 3, -2, -1):
+            new = self.spatial(old, inputs, axis=old.attrs["axis"] % 4)
+        elif old.op == "strided_slice" and set(old.attrs.get("axes") or (0,)) <= {2, 3}:
+            new = self.spatial(old, inputs)
         elif old.op == "concatenate":
             new = self.concatenate(old, inputs)
         elif old.op == "take":
@@ -247,6 +251,16 @@ class _Rewriter:
             return None
         return self.blocked_op(old, "concatenate", [self.as_block(i, block) for i in inputs],
                                block, axis=1)
+
+    def spatial(self, old: Node, inputs: Sequence[Node], **attrs: object) -> Node | None:
+        """A concatenation or slice along the height and width of blocked values, in the block
+        of the first (those axes keep their places in NCHW[x]c): the regions of a convolution
+        split by `split_border_taps` never go through NCHW."""
+        blocks = [self.block[i] for i in inputs if i in self.block]
+        if not blocks or len(old.shape) != 4:
+            return None
+        return self.blocked_op(old, old.op, [self.as_block(i, blocks[0]) for i in inputs],
+                               blocks[0], **{**old.attrs, **attrs})
 
     def take(self, old: Node, inputs: Sequence[Node]) -> Node | None:
         """A gather of channels from a blocked value reads it through a layout transform of its
