@@ -24,7 +24,7 @@ from .int8_layout import int8_layout
 from .plan_memory import MemoryPlan, plan_memory
 from .quantize_ops import quantize_ops
 from .squeeze_excitation import fuse_squeeze_excitation
-from .trim_taps import trim_dead_taps
+from .trim_taps import split_border_taps, trim_dead_taps
 
 Pass = Callable[[Graph], Graph]
 
@@ -37,6 +37,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_batch_norm", fold_batch_norm),
     # Convolution taps that read only padding (atrous rates past the map) leave the weights.
     ("trim_dead_taps", trim_dead_taps),
+    # Taps that read padding for part of the output: the convolution split into regions.
+    ("split_border_taps", split_border_taps),
     # Activations spelt as products (x * sigmoid(x), GELU's erf form) become one op each.
     ("fold_activations", fold_activations),
     # Channel shuffles (reshape, transpose, reshape) and their slices become gathers of channels.
