@@ -5,6 +5,7 @@ still computes the right thing on awkward shapes."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -61,3 +62,36 @@ def test_scalar_loop_needs_a_bool(value):
     s, (A, B) = _transpose_rows(1, 2, 3, None)
     with pytest.raises(tl.ScheduleError, match="scalar_loop.*needs a bool"):
         s[B].pragma(B.op.axis[1], "scalar_loop", value)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("shape, kernel, stride, padding", [
+    ((1, 5, 13, 11), (23, 5, 3, 3), 1, 1),   # one image: packed per block of output channels
+    ((2, 3, 17, 19), (9, 3, 7, 7), 2, 3),    # a batch: packed once, in a parallel loop
+    ((1, 7, 9, 9), (17, 7, 1, 7), 1, (0, 3)),  # a row of taps
+    ((3, 2, 5, 5), (1, 2, 1, 1), 1, 0),       # one tap, one output channel
+])
+def test_conv2d_kernel_packing_runs_its_taps_as_a_scalar_loop(target, shape, kernel, stride,
+                                                               padding):
+    import topi  # noqa: PLC0415 (only these tests need the operator layer)
+
+    data = tl.placeholder(shape, name="data")
+    weight = tl.placeholder(kernel, name="kernel")
+    with tl.Target(target):
+        out = topi.nn.conv2d_nchw(data, weight, stride, padding, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fallback config's warning
+            s = topi.x86.schedule_conv2d_nchw(out)
+        lowered = str(tl.lower(s, [data, weight, out]))
+        f = tl.build(s, [data, weight, out])
+    taps = [line for line in lowered.splitlines() if "for ry.rx.fused in range" in line]
+    # (two where a partial last block of output channels is peeled)
+    assert taps and all("pragma(scalar_loop=True)" in line for line in taps)
+    assert any(SCALAR <= h for h in loop_hints(f.get_source("ll")))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype("float32")
+    w = rng.standard_normal(kernel).astype("float32")
+    y = np.empty(tl.get_const_tuple(out.shape), "float32")
+    f(x, w, y)
+    expected = topi.testing.conv2d_nchw_python(x, w, stride, padding)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
