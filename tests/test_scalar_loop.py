@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tensorlang as tl
+import topi
 
 
 def loop_hints(ll: str) -> list[set[str]]:
@@ -73,8 +74,6 @@ def test_scalar_loop_needs_a_bool(value):
 ])
 def test_conv2d_kernel_packing_runs_its_taps_as_a_scalar_loop(target, shape, kernel, stride,
                                                                padding):
-    import topi  # noqa: PLC0415 (only these tests need the operator layer)
-
     data = tl.placeholder(shape, name="data")
     weight = tl.placeholder(kernel, name="kernel")
     with tl.Target(target):
