@@ -15,6 +15,7 @@ sums), the values are unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -174,8 +175,12 @@ def resize2d(
     cubic_coeff_a: float = -0.75,
     exclude_outside: bool = False,
     extrapolation_value: float = 0.0,
+    layout: str = "NCHW",
 ) -> tl.Tensor:
     """`x` (NCHW) resized to `size` = (out_h, out_w), as ONNX Resize with sizes given.
+
+    With `layout` "NCHW<b>c", `x` is channel-blocked (N, C/b, H, W, b) and so is the result: a
+    blocked activation is resized without leaving its layout, each tap a vector of b channels.
 
     PyTorch's upsample_nearest2d is asymmetric + floor, upsample_bilinear2d is linear with
     pytorch_half_pixel (or align_corners), upsample_bicubic2d is cubic with a = -0.75.
@@ -183,17 +188,23 @@ def resize2d(
     accepted so that ONNX attrs pass through unchanged.
 
     Raises:
-        ValueError: a method or mode outside the supported ones, a bad size.
+        ValueError: a method or mode outside the supported ones, a bad size or layout.
         TypeError: linear or cubic on a non-float tensor.
     """
-    check_tensor(x, "resize2d: x", 4)
+    blocked = re.fullmatch(r"NCHW(\d+)c", layout)
+    if layout != "NCHW" and blocked is None:
+        raise ValueError(f"resize2d: layout must be NCHW or NCHW<b>c, got {layout!r}")
+    check_tensor(x, "resize2d: x", 5 if blocked else 4)
+    if blocked and const_shape(x, "resize2d")[4] != int(blocked.group(1)):
+        raise ValueError(f"resize2d: a {layout} tensor's last axis must be "
+                         f"{blocked.group(1)}, got shape {tuple(x.shape)}")
     check_resize_args(method, coordinate_transformation_mode, nearest_mode)
     if (not isinstance(size, (tuple, list)) or len(size) != 2
             or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in size)):
         raise ValueError(f"resize2d: size must be (out_h, out_w) of positive ints, got {size!r}")
     if method != "nearest" and not x.dtype.startswith("float"):
         raise TypeError(f"resize2d: {method} resizing needs a float tensor, got {x.dtype}")
-    n, c, in_h, in_w = const_shape(x, "resize2d")
+    n, c, in_h, in_w, *inner = const_shape(x, "resize2d")
     out_h, out_w = size
     mode = coordinate_transformation_mode
 
@@ -213,9 +224,10 @@ def resize2d(
     acc = "float64" if x.dtype == "float64" else "float32"
     if method == "nearest" or (in_h == out_h and in_w == out_w):
         # one read per output: its index arithmetic costs less than loading it from a table
-        def pick(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
-            return x[b, ch, taps(oy, in_h, out_h)[0][0], taps(ox, in_w, out_w)[0][0]]
-        return tl.compute((n, c, out_h, out_w), pick, name="resize2d", tag=INJECTIVE,
+        def pick(*index: Expr) -> Expr:
+            b, ch, oy, ox, *cc = index
+            return x[b, ch, taps(oy, in_h, out_h)[0][0], taps(ox, in_w, out_w)[0][0], *cc]
+        return tl.compute((n, c, out_h, out_w, *inner), pick, name="resize2d", tag=INJECTIVE,
                           attrs={PICK_ATTR: True})
     col_taps = _column_tables(taps, in_w, out_w, acc)
 
@@ -226,23 +238,26 @@ def resize2d(
             value = term if value is None else value + term
         return value  # type: ignore[return-value]
 
-    def horizontal(b: Expr, ch: Expr, iy: Expr, ox: Expr) -> Expr:
-        return weighted([(x[b, ch, iy, ix], w) for ix, w in col_taps(ox)])
+    def horizontal(*index: Expr) -> Expr:  # (b, ch, iy, ox) and the block's lane
+        b, ch, iy, ox, *cc = index
+        return weighted([(x[b, ch, iy, ix, *cc], w) for ix, w in col_taps(ox)])
 
-    source: Callable[[Expr, Expr, Expr, Expr], Expr] = horizontal
+    source: Callable[..., Expr] = horizontal
     # Separable: with both axes resized, the horizontal pass runs once per input row when that
     # is no more work than once per output tap row (upsampling); the vertical pass then reads
     # whole rows of it with contiguous vector loads. Otherwise each output row interpolates
     # directly.
     if in_w != out_w and out_h != in_h <= out_h * len(taps(tl.const(0, "int32"), in_h, out_h)):
-        rows = tl.compute((n, c, in_h, out_w), horizontal, name="resize2d_rows", tag=ROWS_TAG)
-        source = lambda b, ch, iy, ox: rows[b, ch, iy, ox]  # noqa: E731
+        rows = tl.compute((n, c, in_h, out_w, *inner), horizontal, name="resize2d_rows",
+                          tag=ROWS_TAG)
+        source = lambda *index: rows[index]  # noqa: E731
 
-    def f(b: Expr, ch: Expr, oy: Expr, ox: Expr) -> Expr:
-        return weighted([(source(b, ch, iy, ox), w) for iy, w in taps(oy, in_h, out_h)]
+    def f(*index: Expr) -> Expr:
+        b, ch, oy, ox, *cc = index
+        return weighted([(source(b, ch, iy, ox, *cc), w) for iy, w in taps(oy, in_h, out_h)]
                         ).astype(x.dtype)
 
-    return tl.compute((n, c, out_h, out_w), f, name="resize2d", tag=INJECTIVE)
+    return tl.compute((n, c, out_h, out_w, *inner), f, name="resize2d", tag=INJECTIVE)
 
 
 def _weight(tap: tuple[Expr, Expr | None], acc: str) -> Expr:
