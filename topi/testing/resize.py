@@ -70,9 +70,17 @@ def resize2d_python(
     cubic_coeff_a: float = -0.75,
     exclude_outside: bool = False,
     extrapolation_value: float = 0.0,
+    layout: str = "NCHW",
 ) -> np.ndarray:
-    """`x` (NCHW) resized to `size` = (out_h, out_w) with ONNX Resize's semantics."""
+    """`x` (NCHW) resized to `size` = (out_h, out_w) with ONNX Resize's semantics; with `layout`
+    "NCHW<b>c", `x` and the result are channel-blocked (N, C/b, H, W, b)."""
     check_resize_args(method, coordinate_transformation_mode, nearest_mode)
+    if layout != "NCHW":
+        n, blocks, h, w, b = x.shape
+        out = resize2d_python(x.transpose(0, 1, 4, 2, 3).reshape(n, blocks * b, h, w), size,
+                              method, coordinate_transformation_mode, nearest_mode,
+                              cubic_coeff_a, exclude_outside)
+        return out.reshape(n, blocks, b, *size).transpose(0, 1, 3, 4, 2).copy()
     _, _, in_h, in_w = x.shape
     args = (method, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
             bool(exclude_outside))
