@@ -20,9 +20,10 @@ _RED = x86.schedule_reduce
 def _resize(fn: Callable) -> Callable:
     return lambda x, size, method="nearest", coordinate_transformation_mode="half_pixel", \
         nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=False, \
-        extrapolation_value=0.0: fn(x, size, method, coordinate_transformation_mode,
-                                    nearest_mode, cubic_coeff_a, exclude_outside,
-                                    extrapolation_value)
+        extrapolation_value=0.0, layout="NCHW": fn(x, size, method,
+                                                   coordinate_transformation_mode, nearest_mode,
+                                                   cubic_coeff_a, exclude_outside,
+                                                   extrapolation_value, layout)
 
 
 def _cumsum(fn: Callable) -> Callable:
