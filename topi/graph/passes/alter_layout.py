@@ -6,8 +6,8 @@ the weight packed here, by numpy), and its result stays blocked through what rea
 channel: elementwise ops (relu, clip, ...), broadcast ops whose other operands are constants or
 blocked values of the same shape (a bias add, a residual add), batch norms with constant
 parameters (as a multiply and an add), channel concatenations whose inputs all take one block of
-at least half a vector, and pooling. A `layout_transform` is inserted only where a value crosses
-into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
+at least half a vector, pooling and resizing. A `layout_transform` is inserted only where a
+value crosses into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
 (reshape, dense, ...) and at the graph outputs, which
 keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
 Channels-last code on a blocked value (ConvNeXt's permute, LayerNorm, Linear layers and
@@ -108,7 +108,7 @@ class _Rewriter:
             new = self.group_conv2d(old, inputs)
         elif old.op == "depthwise_conv2d":
             new = self.depthwise(old, inputs)
-        elif old.op in POOLS:
+        elif old.op in POOLS or old.op == "resize2d":
             new = self.pool(old, inputs)
         elif old.op == "bias_add":
             new = self.bias_add(old, inputs)
