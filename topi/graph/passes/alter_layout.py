@@ -7,8 +7,8 @@ channel: elementwise ops (relu, clip, ...), broadcast ops whose other operands a
 blocked values of the same shape (a bias add, a residual add), batch norms with constant
 parameters (as a multiply and an add), channel concatenations whose inputs all take one block of
 at least half a vector, pooling and resizing. A `layout_transform` is inserted only where a
-value crosses into or out of the blocked world: at a graph input, before an op without NCHW[x]c support
-(reshape, dense, ...) and at the graph outputs, which
+value crosses into or out of the blocked world: at a graph input, before an op without NCHW[x]c
+support (reshape, dense, ...) and at the graph outputs, which
 keep their NCHW shapes and names. Constants are re-laid-out here, never by running kernels.
 Channels-last code on a blocked value (ConvNeXt's permute, LayerNorm, Linear layers and
 permute back) stays blocked too, through views that move no data (`channels_last.py`).
