@@ -9,20 +9,14 @@ printed as medians of the per-round ratios (> 1: the first is faster).
 from __future__ import annotations
 
 import argparse
-import importlib
-import time
-import warnings
 
 import numpy as np
 import torch
 from bench_models import _onnxruntime
 from bench_wild import _export, _torchvision
+from layout_ab import alter_layout, block_seconds, build_with
 
 import tensorlang as tl
-import topi.graph as tg
-
-# the module (the package exports its function under the same name)
-alter_layout = importlib.import_module("topi.graph.passes.alter_layout")
 
 
 class _NoViews:
@@ -33,24 +27,6 @@ class _NoViews:
 
     def visit(self, old, inputs) -> None:  # noqa: ANN001
         return None
-
-
-def _build(proto, views: type) -> tg.Module:  # noqa: ANN001
-    saved, alter_layout.ChannelsLastViews = alter_layout.ChannelsLastViews, views
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return tg.build(tg.from_onnx(proto))
-    finally:
-        alter_layout.ChannelsLastViews = saved
-
-
-def _block(fn, calls: int) -> float:  # noqa: ANN001
-    fn()  # warm-up: the other side's threads may still spin
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
 
 
 def main() -> None:
@@ -68,7 +44,8 @@ def main() -> None:
         x = torch.randn(1, 3, 224, 224)
         module = getattr(models, name)(weights=None).eval()
         proto, _ = _export(module, (x,))
-        new, old = _build(proto, alter_layout.ChannelsLastViews), _build(proto, _NoViews)
+        new = build_with(proto, "ChannelsLastViews", alter_layout.ChannelsLastViews)
+        old = build_with(proto, "ChannelsLastViews", _NoViews)
         feed = {new.inputs[0].name: x.numpy()}
         with torch.no_grad():
             expected = module(x).numpy()
@@ -81,7 +58,7 @@ def main() -> None:
         for r in range(args.rounds):
             order = list(runs) if r % 2 == 0 else list(runs)[::-1]
             for k in order:
-                times[k].append(_block(runs[k], args.calls))
+                times[k].append(block_seconds(runs[k], args.calls))
         t = {k: np.array(v) for k, v in times.items()}
         print(f"{name}: max rel err vs PyTorch new {errors[0]:.1e} old {errors[1]:.1e}; "
               f"median per round old/new {np.median(t['old'] / t['new']):.3f}, "

@@ -9,20 +9,14 @@ alternating blocks, ratios printed (> 1: the first is faster).
 from __future__ import annotations
 
 import argparse
-import importlib
-import time
-import warnings
 
 import numpy as np
 import torch
 from bench_models import _onnxruntime
 from bench_wild import _export, _torchvision
+from layout_ab import alter_layout, block_seconds, build_with
 
 import tensorlang as tl
-import topi.graph as tg
-
-# the module (the package exports its function under the same name)
-alter_layout = importlib.import_module("topi.graph.passes.alter_layout")
 
 
 class _SharedCopy(alter_layout._Rewriter):
@@ -30,23 +24,6 @@ class _SharedCopy(alter_layout._Rewriter):
 
     def take(self, old, inputs):  # noqa: ANN001, ANN201
         return None
-
-
-def _build(proto, rewriter: type) -> tg.Module:  # noqa: ANN001
-    saved, alter_layout._Rewriter = alter_layout._Rewriter, rewriter
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return tg.build(tg.from_onnx(proto))
-    finally:
-        alter_layout._Rewriter = saved
-
-
-def _block(fn, calls: int) -> float:  # noqa: ANN001
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
 
 
 def main() -> None:
@@ -61,7 +38,8 @@ def main() -> None:
     for name in args.models.split(","):
         x = torch.randn(1, 3, 224, 224)
         proto, _ = _export(getattr(models, name)(weights=None).eval(), (x,))
-        new, old = _build(proto, alter_layout._Rewriter), _build(proto, _SharedCopy)
+        new = build_with(proto, "_Rewriter", alter_layout._Rewriter)
+        old = build_with(proto, "_Rewriter", _SharedCopy)
         feed = {new.inputs[0].name: x.numpy()}
         np.testing.assert_allclose(new(**feed)[0], old(**feed)[0], rtol=1e-4, atol=1e-4)
         runs = {"new": lambda: new(**feed), "old": lambda: old(**feed),
@@ -73,7 +51,7 @@ def main() -> None:
         for r in range(args.rounds):
             order = list(runs) if r % 2 == 0 else list(runs)[::-1]
             for k in order:
-                times[k].append(_block(runs[k], args.calls))
+                times[k].append(block_seconds(runs[k], args.calls))
         old_new = np.median(np.array(times["old"]) / np.array(times["new"]))
         print(f"{name}: median per round old/new {old_new:.3f}, "
               f"ort/new {np.median(np.array(times['ort']) / np.array(times['new'])):.3f}, "
