@@ -35,3 +35,12 @@ def run(s: tl.Schedule, args: list, inputs: list[np.ndarray], out_shapes: list, 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def two_threads():
+    """Two runtime threads for the test (schedules that split work between threads)."""
+    before = tl.get_num_threads()
+    tl.set_num_threads(2)
+    yield
+    tl.set_num_threads(before)

@@ -19,14 +19,6 @@ HASWELL = "llvm -mcpu=haswell"
 TARGETS = [None, HASWELL]
 
 
-@pytest.fixture
-def two_threads():
-    before = tl.get_num_threads()
-    tl.set_num_threads(2)
-    yield
-    tl.set_num_threads(before)
-
-
 @pytest.mark.usefixtures("two_threads")
 @pytest.mark.parametrize("shape", [(56, 56), (28, 28), (14, 14), (7, 7)])
 def test_fallback_block_gives_each_thread_a_channel_block(shape):

@@ -26,14 +26,6 @@ PLANES = [(112, 112), (56, 56), (28, 28), (14, 14), (7, 7), (147, 147), (73, 73)
           (35, 35), (17, 17), (8, 8)]
 
 
-@pytest.fixture
-def two_threads():
-    before = tl.get_num_threads()
-    tl.set_num_threads(2)
-    yield
-    tl.set_num_threads(before)
-
-
 @pytest.mark.parametrize("target", [HOST, HASWELL])
 def test_fallback_blocks_tile_the_rows(target):
     """No block of several rows leaves a partial last row where another block shape costs the
