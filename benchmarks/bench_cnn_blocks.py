@@ -73,12 +73,17 @@ def kernel_sums(modules: list[tg.Module], rounds: int) -> list[float]:
     return [sum(calls) for calls in fastest_calls(modules, rounds)]
 
 
-def bench_model(name: str, without: list[str], rounds: int) -> dict:
+def _imported(name: str) -> tuple:
+    """(ONNX model, imported graph, input feeds) of the torchvision model `name`."""
     VISION.setdefault(name, 224)
     module, inputs = _vision(name)
     proto, _ = _export(module.eval(), inputs)
     g = tg.from_onnx(proto)
-    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+    return proto, g, {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+
+
+def bench_model(name: str, without: list[str], rounds: int) -> dict:
+    proto, g, feeds = _imported(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned: fallback configs, as intended here
         a = tg.build(g, pipeline=tuple(p for p in PIPELINE if p[0] not in without))
@@ -151,11 +156,7 @@ def _ort_conv_layers(proto, feeds: dict, rounds: int) -> dict[tuple, list[float]
 
 def bench_layers(name: str, rounds: int, top: int) -> list[dict]:
     """Rows of `layers` for one model: every conv shape, worst loss against onnxruntime first."""
-    VISION.setdefault(name, 224)
-    module, inputs = _vision(name)
-    proto, _ = _export(module.eval(), inputs)
-    g = tg.from_onnx(proto)
-    feeds = {node.name: t.numpy() for node, t in zip(g.inputs, inputs)}
+    proto, g, feeds = _imported(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untuned: fallback configs, as intended here
         ours = _our_conv_layers(tg.build(g), 10 * rounds)
