@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import tensorlang as tl
+import topi
 from tensorlang.arith import const_value
 
 
@@ -67,3 +68,17 @@ def in_target(target: str | None, fn: Callable[[], np.ndarray]) -> np.ndarray:
         return fn()
     with tl.Target(target):
         return fn()
+
+
+
+def assert_conv2d_nchw_matches(f: Callable[..., object], shape: tuple[int, ...],
+                               kernel: tuple[int, ...], stride: int,
+                               padding: int | tuple[int, int], seed: int) -> None:
+    """The built conv2d_nchw `f(data, kernel, out)` against numpy on random normal inputs."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype("float32")
+    w = rng.standard_normal(kernel).astype("float32")
+    expected = topi.testing.conv2d_nchw_python(x, w, stride, padding)
+    y = np.empty(expected.shape, "float32")
+    f(x, w, y)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
