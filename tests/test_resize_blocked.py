@@ -63,3 +63,30 @@ def test_resize_layout_errors() -> None:
         topi.nn.resize2d(x, (8, 8), layout="NCHW16c")
     with pytest.raises(ValueError, match="5 dimensions"):
         topi.nn.resize2d(tl.placeholder((1, 2, 4, 4), name="y"), (8, 8), layout="NCHW8c")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_blocked_resize_between_convs(target: str, rng: np.random.Generator) -> None:
+    """A resize read by a blocked conv is a kernel of its own with a blocked output (the one
+    above ends in the transform to NCHW)."""
+    w1, w2 = (rng.uniform(-1, 1, (24, 24, 1, 1)).astype("float32") for _ in range(2))
+    g = tg.Graph()
+    x = g.relu(g.conv2d(g.input("data", (2, 24, 5, 7)), g.constant(w1)))
+    x = g.apply("resize2d", x, size=(11, 9), method="linear",
+                coordinate_transformation_mode="pytorch_half_pixel")
+    g.output(g.conv2d(x, g.constant(w2)))
+    module = tg.build(g, target=target)
+    assert "resize2d" in [step.op for step in module.steps]
+    data = rng.uniform(-1, 1, (2, 24, 5, 7)).astype("float32")
+    conv = np.maximum(np.einsum("kc,nchw->nkhw", w1[:, :, 0, 0], data), 0)
+    want = np.einsum("kc,nchw->nkhw", w2[:, :, 0, 0],
+                     T.resize2d_python(conv, (11, 9), "linear", "pytorch_half_pixel"))
+    np.testing.assert_allclose(module(data=data)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_blocked_reference(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((2, 3, 5, 7, 8)).astype("float32")
+    plain = x.transpose(0, 1, 4, 2, 3).reshape(2, 24, 5, 7)
+    want = T.resize2d_python(plain, (4, 9), "cubic", "half_pixel")
+    got = T.resize2d_python(x, (4, 9), "cubic", "half_pixel", layout="NCHW8c")
+    np.testing.assert_array_equal(got.transpose(0, 1, 4, 2, 3).reshape(2, 24, 4, 9), want)
