@@ -247,14 +247,18 @@ def test_thread_pool_uses_several_threads() -> None:
 
 
 def test_parallel_kernel_with_thread_counts() -> None:
+    """Every iteration runs once whether the loop has fewer iterations than threads, a few per
+    thread, or more than the chunks it is cut into (up to TASKS_PER_THREAD per thread)."""
     m = build_module(_scaled_add("par_add", ForKind.PARALLEL))
     old = get_num_threads()
     try:
-        for threads in (1, 2, 5):
+        for threads in (1, 2, 3, 5):
             set_num_threads(threads)
-            a, b, c = _args(37)
-            m(a, b, c)
-            np.testing.assert_allclose(c, a + b * 2, rtol=1e-6)
+            for n in (1, 2, 7, 9, 37):
+                a, b, c = _args(n)
+                c[:] = np.nan
+                m(a, b, c)
+                np.testing.assert_allclose(c, a + b * 2, rtol=1e-6)
     finally:
         set_num_threads(old)
     with pytest.raises(TypeError):

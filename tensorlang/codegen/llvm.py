@@ -71,6 +71,10 @@ from .irtext import (
 from .target import Target, as_target
 
 STACK_LIMIT = 64 * 1024
+#: A parallel loop is cut into up to this many contiguous chunks per thread, claimed by the
+#: threads one at a time: a thread that the OS deschedules (another process on its core) then
+#: holds back one small chunk, which the others cannot take over, instead of its whole share.
+TASKS_PER_THREAD = 4
 """Constant-size allocations up to this many bytes live on the stack, larger ones on the heap."""
 
 RUNTIME_DECLS = {
@@ -782,7 +786,8 @@ class CodeGen:
         extent = self.index(s.extent)
         threads = fw.op("i32", "call i32 @tl_get_num_threads()")
         threads64 = fw.op("i64", f"sext {threads} to i64")
-        tasks64 = self.intrinsic("llvm.smin", ["i64"], "i64", [extent, threads64])
+        chunks = fw.op("i64", f"mul nsw {threads64}, {TASKS_PER_THREAD}")
+        tasks64 = self.intrinsic("llvm.smin", ["i64"], "i64", [extent, chunks])
         tasks = fw.op("i32", f"trunc {tasks64} to i32")
         fw.emit(f"call void @tl_parallel_for(ptr @{task_fn}, ptr {closure.ref}, {tasks})")
 
