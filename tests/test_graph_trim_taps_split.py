@@ -108,3 +108,14 @@ def test_pipeline_splits_after_the_trim() -> None:
     names = [name for name, _ in PIPELINE]
     assert names.index("trim_dead_taps") < names.index("split_border_taps")
     assert names.index("split_border_taps") < names.index("alter_layout")
+
+
+def test_region_names_miss_later_nodes(rng: np.random.Generator) -> None:
+    """The regions' names are free among the nodes still to copy (an ONNX import names a conv
+    `c` and its bias add `c_0`)."""
+    g = tg.Graph()
+    conv = g.conv2d(g.input("data", (1, 16, 14, 14)), g.constant(_w(rng, 8, 16, 3, 3)),
+                    padding=12, dilation=12, name="c")
+    g.output(g.relu(conv, name="c_0"))
+    split = _through(g)
+    assert len(_convs(split)) == 9 and [n.name for n in split.outputs] == ["c_0"]

@@ -24,7 +24,7 @@ more than the taps saved).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...nn.conv2d import WindowGeometry, window_geometry
 from ..graph import Graph, Node, NodeKind
@@ -95,9 +95,11 @@ def _band_slice(band: tuple[int, int, int, int], dilation: int, before: int) -> 
     return y0 + t0 * dilation - before, y1 + (t1 - 1) * dilation - before
 
 
-def _split_regions(out: Graph, node: Node, data: Node, weight: Node) -> Node | None:
+def _split_regions(out: Graph, node: Node, data: Node, weight: Node,
+                   fresh: Callable[[str], str]) -> Node | None:
     """`node` as the concatenation of the regions of its output with one set of live taps each
-    (see the module docstring), or None where it has one region or the split would not pay."""
+    (see the module docstring), or None where it has one region or the split would not pay;
+    `fresh` names the new nodes."""
     geo = _geometry(node, data, weight)
     (_, _, h, w), (r, s) = data.shape, weight.shape[2:]
     if geo.stride != (1, 1) or geo.dilation == (1, 1):
@@ -118,13 +120,13 @@ def _split_regions(out: Graph, node: Node, data: Node, weight: Node) -> Node | N
             if (y0, y1, x0, x1) != (0, h, 0, w):
                 part = out.apply("strided_slice", data, begin=(y0, x0), end=(y1, x1),
                                  strides=(1, 1), axes=(2, 3),
-                                 name=out.unique_name(f"{node.name}_in{i}_{j}"))
+                                 name=fresh(f"{node.name}_in{i}_{j}"))
             taps = weight.value[:, :, row[2]:row[3], col[2]:col[3]].copy()
-            kept = out.constant(taps, name=out.unique_name(f"{weight.name}_{i}_{j}"))
+            kept = out.constant(taps, name=fresh(f"{weight.name}_{i}_{j}"))
             pieces.append(out.apply(node.op, part, kept, **attrs,
-                                    name=out.unique_name(f"{node.name}_{i}_{j}")))
+                                    name=fresh(f"{node.name}_{i}_{j}")))
         band_rows.append(_join(out, pieces, 3, node.name if len(rows) == 1 else
-                               out.unique_name(f"{node.name}_{i}")))
+                               fresh(f"{node.name}_{i}")))
     return _join(out, band_rows, 2, node.name)
 
 
@@ -148,8 +150,16 @@ def split_border_taps(g: Graph) -> Graph:
     """`g` with each stride-1 convolution whose live taps differ across its output cut into
     regions of one set of live taps each (see the module docstring)."""
 
+    taken = {n.name for n in g.nodes}
+
     def visit(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
-        return _split_regions(out, node, *inputs) if _static_conv(node, inputs) else None
+        def fresh(base: str) -> str:  # free in the new graph and among the nodes still to copy
+            name = out.unique_name(base)
+            while name in taken:
+                name = out.unique_name(f"{name}_")
+            return name
+
+        return _split_regions(out, node, *inputs, fresh) if _static_conv(node, inputs) else None
 
     return rewrite(g, visit)
 
