@@ -157,11 +157,14 @@ class LocalRunner:
             the next timing), so a call ending sooner is waited for and the config recorded
             as slow by the worker itself (default 0.5 s); with `fork` a kill costs a child
             process, and a first call is stopped at the slow mark (default 0).
-        fork: time each config in a forked child of the runner worker (where the platform
-            has fork): a hopeless config is stopped at about `cold_factor` x
-            `relative_cutoff` times the best cost, a crash costs a child, and the worker
-            and its inputs live on. Off: the worker runs the configs itself, and a stopped
-            or crashed config costs the worker (replaced by a started standby).
+        fork: time each config that runs against a best cost in a forked child of the runner
+            worker (where the platform has fork): a hopeless config is stopped at about
+            `cold_factor` x `relative_cutoff` times the best cost, a crash costs a child, and
+            the worker and its inputs live on. Off: the worker runs the configs itself, and a
+            stopped or crashed config costs the worker (replaced by a started standby).
+            Full timings (no best cost: the verdict's rounds) always run in a worker of their
+            own, unforked: the rounds of a config then share its process and memory, where
+            forked children of a sub-microsecond kernel timed 0.63 or 0.92 us by child.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
@@ -190,7 +193,7 @@ class LocalRunner:
         self.fork = fork and hasattr(os, "fork")
         self.probe_seconds = (probe_seconds if probe_seconds is not None
                               else 0.0 if self.fork else 0.5)
-        self._pool: WorkerPool | None = None
+        self._pools: dict[bool, WorkerPool] = {}  # forked or not -> the runner worker
 
     def run(self, artifacts: Sequence[Artifact],
             best_seconds: float | None = None) -> list[MeasureResult]:
@@ -199,8 +202,10 @@ class LocalRunner:
         `best_seconds`, the best cost measured so far for this task, enables the relative cutoff
         (against it, or the best cost of this batch once lower).
         """
-        if self._pool is None:
-            self._pool = WorkerPool(1, _PRELOAD, standby=not self.fork)
+        fork = self.fork and best_seconds is not None
+        if fork not in self._pools:  # a worker that forks never runs a kernel itself
+            self._pools[fork] = WorkerPool(1, _PRELOAD, standby=not self.fork)
+        pool = self._pools[fork]
         machine = hostcpu.this_host().describe()
         results = []
         for k, artifact in enumerate(artifacts):
@@ -212,8 +217,8 @@ class LocalRunner:
             settings = self.settings(best_seconds)
             job = Job(run_job, (artifact, settings), settings.run_timeout,
                       MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR,
-                      fork=self.fork, prepare=prepare_run)
-            (outcome,) = self._pool.run([job])
+                      fork=fork, prepare=prepare_run)
+            (outcome,) = pool.run([job])
             if outcome.error_no is MeasureErrorNo.NO_ERROR:
                 costs, slow = outcome.value
                 results.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
@@ -234,7 +239,8 @@ class LocalRunner:
                            self._run_timeout(best_seconds), self.enable_cpu_cache_flush,
                            self.check_correctness, self.max_measure_seconds, best_seconds,
                            self.relative_cutoff, self.ci_target, self.min_repeat,
-                           self.cold_factor, self.probe_seconds, self.fork)
+                           self.cold_factor, self.probe_seconds,
+                           self.fork and best_seconds is not None)
 
     def _run_timeout(self, best_seconds: float | None) -> float:
         """The time one config may run: `timeout`, or less once a best cost is known. A config
@@ -247,10 +253,10 @@ class LocalRunner:
         return min(self.timeout, budget + 0.25)
 
     def close(self) -> None:
-        """Stop the worker process."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        """Stop the worker processes."""
+        for pool in self._pools.values():
+            pool.close()
+        self._pools = {}
 
 
 def _best(best_seconds: float | None, results: Sequence[MeasureResult]) -> float | None:

@@ -113,7 +113,7 @@ class _Pool:
 def _run(best: float | None, costs: Sequence[float | None], task) -> tuple[list, _Pool]:
     runner = LocalRunner(number=1, repeat=1)
     pool = _Pool(costs)
-    runner._pool = pool  # type: ignore[assignment]
+    runner._pools = {True: pool, False: pool}  # type: ignore[dict-item]
     results = runner.run([_artifact(task, k) for k in range(len(costs))], best)
     return results, pool
 

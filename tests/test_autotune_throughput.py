@@ -103,7 +103,7 @@ class _KilledPool:
 def test_a_killed_config_is_recorded_slow_at_the_limit_it_ran_past() -> None:
     runner = LocalRunner(number=1, repeat=1, probe_seconds=0.5)
     pool = _KilledPool()
-    runner._pool = pool  # type: ignore[assignment]
+    runner._pools = {True: pool, False: pool}  # type: ignore[dict-item]
     art = Artifact(TaskSpec("t", "[]", "llvm", "k"), 0, b"", (), "h", 0.0)  # type: ignore[arg-type]
     (result,) = runner.run([art], best_seconds=0.01)
     (settings,) = pool.settings
