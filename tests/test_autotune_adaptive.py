@@ -18,11 +18,12 @@ import pytest
 import autotune
 import tensorlang as tl
 from autotune import artifact
-from autotune.artifact import Artifact, RunSettings, TaskSpec, ci_half_width
+from autotune.artifact import Artifact, TaskSpec, ci_half_width
 from autotune.record import decode, encode, load_records
 from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.tuner import RandomTuner, XGBTuner
 from autotune.workers import Job, WorkerPool
+from scripted_timings import ScriptedModule, scripted_settings
 
 
 @autotune.template("test_adaptive/scale")
@@ -45,63 +46,39 @@ def task() -> autotune.Task:
 # -- adaptive repeats on scripted timings -------------------------------------------------------
 
 
-class _Scripted:
-    """A module whose time evaluator returns the next scripted costs, one per repeat."""
-
-    def __init__(self, costs: Sequence[float]):
-        self.costs = list(costs)
-        self.taken = 0
-
-    def time_evaluator(self, number: int, repeat: int, min_repeat_ms: float = 0):
-        def evaluate(*arrays: np.ndarray):
-            out = self.costs[self.taken:self.taken + repeat]
-            self.taken += repeat
-
-            class _Result:
-                results = tuple(out)
-
-            return _Result()
-
-        return evaluate
-
-
-def _settings(**kw: object) -> RunSettings:
-    base = dict(number=1, repeat=6, min_repeat_ms=0, run_timeout=1.0, flush_cache=False,
-                check_correctness=False, max_seconds=1.0, ci_target=0.05, min_repeat=2)
-    base.update(kw)
-    return RunSettings(**base)  # type: ignore[arg-type]
-
-
 def test_steady_timings_stop_at_the_fewest_repeats() -> None:
-    module = _Scripted([1.0, 1.001, 1.0, 1.0, 1.0, 1.0])
-    costs, slow = artifact._time(module, [], _settings())  # type: ignore[arg-type]
+    module = ScriptedModule([1.0, 1.001, 1.0, 1.0, 1.0, 1.0])
+    costs, slow = artifact._time(module, [], scripted_settings())  # type: ignore[arg-type]
     assert costs == [1.0, 1.001] and not slow
 
 
 def test_noisy_timings_repeat_up_to_the_bound() -> None:
     noisy = [1.0, 1.5, 0.8, 1.4, 0.9, 1.3, 1.0, 1.0]
-    costs, slow = artifact._time(_Scripted(noisy), [], _settings())  # type: ignore[arg-type]
+    costs, slow = artifact._time(ScriptedModule(noisy), [],  # type: ignore[arg-type]
+                                 scripted_settings())
     assert costs == noisy[:6] and not slow
-    costs, _ = artifact._time(_Scripted(noisy), [], _settings(repeat=3))  # type: ignore[arg-type]
+    costs, _ = artifact._time(ScriptedModule(noisy), [],  # type: ignore[arg-type]
+                              scripted_settings(repeat=3))
     assert len(costs) == 3
 
 
 def test_moderate_noise_repeats_until_the_interval_is_tight() -> None:
     costs = [1.0, 1.06, 1.02, 1.03, 1.01, 1.02, 1.0, 1.0]
-    got, _ = artifact._time(_Scripted(costs), [], _settings())  # type: ignore[arg-type]
+    got, _ = artifact._time(ScriptedModule(costs), [],  # type: ignore[arg-type]
+                            scripted_settings())
     assert 2 < len(got) < 6
     assert ci_half_width(got) <= 0.05 < ci_half_width(got[:-1])
 
 
 def test_without_a_target_every_repeat_is_timed() -> None:
-    costs, slow = artifact._time(_Scripted([1.0] * 6), [],  # type: ignore[arg-type]
-                                 _settings(ci_target=0.0, repeat=4))
+    costs, slow = artifact._time(ScriptedModule([1.0] * 6), [],  # type: ignore[arg-type]
+                                 scripted_settings(ci_target=0.0, repeat=4))
     assert costs == [1.0] * 4 and not slow
 
 
 def test_repeats_above_the_cutoff_stop_as_slow() -> None:
-    costs, slow = artifact._time(_Scripted([3.0, 2.0, 5.0, 1.0]), [],  # type: ignore[arg-type]
-                                 _settings(), cutoff=1.5)
+    costs, slow = artifact._time(ScriptedModule([3.0, 2.0, 5.0, 1.0]), [],  # type: ignore[arg-type]
+                                 scripted_settings(), cutoff=1.5)
     assert costs == [3.0, 2.0] and slow
 
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from collections.abc import Sequence
 
-import numpy as np
 import pytest
 
 from autotune import artifact
-from autotune.artifact import RunSettings, first_call_limit, slow_first_call
+from autotune.artifact import first_call_limit, slow_first_call
 from autotune.measure import LocalRunner
 from autotune.result import MeasureErrorNo
 from autotune.workers import FORK_GRACE, Job, WorkerPool
+from scripted_timings import ScriptedModule, scripted_settings
 
 _prepared: list[int] = []
 
@@ -166,30 +165,11 @@ def test_a_config_three_times_slower_than_the_best_is_cut_after_one_call(monkeyp
 # -- adaptive repeats: a config that is no contender stops at the fewest -------------------------
 
 
-class _Scripted:
-    def __init__(self, costs: Sequence[float]):
-        self.costs = list(costs)
-        self.taken = 0
-
-    def time_evaluator(self, number: int, repeat: int, min_repeat_ms: float = 0):
-        def evaluate(*arrays: np.ndarray):
-            out = self.costs[self.taken:self.taken + repeat]
-            self.taken += repeat
-            return type("R", (), {"results": tuple(out)})()
-
-        return evaluate
-
-
-def _settings(best: float | None) -> RunSettings:
-    return RunSettings(number=1, repeat=6, min_repeat_ms=0, run_timeout=1.0, flush_cache=False,
-                       check_correctness=False, max_seconds=1.0, best_seconds=best,
-                       ci_target=0.05, min_repeat=2)
-
-
 @pytest.mark.parametrize("best, repeats", [(1.0, 2), (1.2, 6), (None, 6)])
 def test_a_config_clearly_slower_than_the_best_stops_at_the_fewest_repeats(best, repeats) -> None:
     noisy = [1.3, 1.5, 1.2, 1.45, 1.25, 1.4]  # never a tight interval
-    costs, slow = artifact._time(_Scripted(noisy), [], _settings(best))  # type: ignore[arg-type]
+    settings = scripted_settings(best_seconds=best)
+    costs, slow = artifact._time(ScriptedModule(noisy), [], settings)  # type: ignore[arg-type]
     assert len(costs) == repeats and not slow  # a full measurement: the model learns its cost
 
 
