@@ -23,9 +23,9 @@ from topi.graph.model_io import TensorInfo, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ["matmul", "--shape", "16,24,8"]
-#: A GEMM whose space (256 configs) takes several batches to measure: the smaller one's batches
-#: can all be measured between the log's first record and an interrupt.
-WIDER_GEMM = ["matmul", "--shape", "96,200,136"]
+#: A workload whose space takes minutes to measure (a GEMM's few hundred configs of tiny kernels
+#: can all be measured between the log's first record and an interrupt).
+CONV = ["conv2d_nchw", "--shape", "1,16,14,14,32,3,3", "--padding", "1"]
 
 
 
@@ -255,7 +255,7 @@ def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_trace
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
                                                                                   "")]))
     tune = subprocess.Popen(  # its own process group: Ctrl-C signals the whole group
-        [sys.executable, "-m", "tensorlang", "tune", *WIDER_GEMM, "--trials", "10000", "--tuner",
+        [sys.executable, "-m", "tensorlang", "tune", *CONV, "--trials", "10000", "--tuner",
          "random", "--log", str(log), "--no-compare", "--quiet"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
@@ -276,7 +276,7 @@ def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_trace
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().splitlines()[-1] == "tensorlang: interrupted"
     measured = autotune.load_records(log)  # every line it wrote is whole
-    assert measured and all(r.template_name == "matmul.x86" for r in measured)
+    assert measured and all(r.template_name == "conv2d_nchw.x86" for r in measured)
     assert not any(alive(pid) for pid in workers)  # the parent stopped them
 
 
