@@ -29,6 +29,7 @@ import numpy as np
 
 import tensorlang as tl
 from tensorlang.arith import const_value
+from tensorlang.lower import finish_lowering, lower_structure
 from tensorlang.runtime import ObjectCode, build_object, load_object
 from tensorlang.tensor import PlaceholderOp
 
@@ -219,12 +220,14 @@ def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., No
     arg_specs = _arg_specs(args)
     try:
         with task.compile_target:  # lowering reads the target too (e.g. vector chunk widths)
-            func = tl.lower(s, args, name="kernel").main
+            structure = lower_structure(s, args, name="kernel")
+            func = finish_lowering(structure).main
         digest = hashlib.sha1(str(func).encode()).hexdigest()
         code = build_object(func, task.target)
     except Exception as err:  # noqa: BLE001 - reported as a compile error of this config
         raise StageFailure(MeasureErrorNo.COMPILE_ERROR, f"{type(err).__name__}: {err}") from None
-    features = extract(feature_kind, func) if feature_kind in ("itervar", "curve") else None
+    features = (extract(feature_kind, structure) if feature_kind in ("itervar", "curve")
+                else None)
     return Artifact(spec, index, code, arg_specs, digest, time.perf_counter() - start,
                     cloudpickle.dumps(hooks) if hooks else b"", features)
 

@@ -1,7 +1,10 @@
 """Features of a config for the cost model: fixed-length, named, versioned vectors.
 
-Between lowering and the cost model. Three kinds:
-- "itervar": per loop of the lowered `PrimFunc` (pre-order, padded/truncated to `MAX_LOOPS`):
+Between lowering and the cost model. Loop-IR features are read from
+`tensorlang.lower.lower_structure`: the loop
+nest as scheduled, with loops marked vectorize or unroll still loops of that kind, about half the
+cost of lowering to the end (a tuner lowers every config it scores). Three kinds:
+- "itervar": per loop of that `PrimFunc` (pre-order, padded/truncated to `MAX_LOOPS`):
   extent, nesting depth, trip counts above and below, loop kind, arithmetic in its body, and per
   buffer slot the stride of the accesses w.r.t. the loop variable, touch count, reuse and lanes.
 - "curve": a shorter summary of the same walk that does not depend on the loop count, so it
@@ -13,6 +16,7 @@ of a vector changes, so that saved data is not silently mixed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections import Counter
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tensorlang import lower
+from tensorlang.lower import lower_structure
 from tensorlang.expr import Binary, BinaryOp, Call, Cast, Compare, Const, Select, Var
 from tensorlang.ir import (
     Allocate,
@@ -40,7 +44,7 @@ from .space import InstantiationError
 
 logger = logging.getLogger(__name__)
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 FEATURE_TYPES = ("itervar", "curve", "knob")
 MAX_LOOPS = 16
 MAX_PARAM_SLOTS = 5
@@ -347,6 +351,12 @@ def extract(kind: str, func: PrimFunc) -> np.ndarray:
 
 
 
+#: Feature rows by (template, workload key, target, kind), then config index, shared by every
+#: extractor in the process: a tuner that learns from other tasks' records (transfer) reads
+#: the features their own tuners already computed instead of lowering every record again.
+_SHARED_ROWS: dict[tuple, dict[int, np.ndarray]] = {}
+
+
 class FeatureExtractor:
     """Features of a task's configs by index, computed once each (lowering is the costly part).
 
@@ -354,6 +364,10 @@ class FeatureExtractor:
     (the tuner scores them lowest). Such a failure is never silent: `failures` counts each reason
     and the first config failing for a reason is logged as a warning, except a template's own
     rejection of a config (`InstantiationError`), which is expected and logged at debug level.
+
+    `budget`, when set, is how many more configs `get` may lower; past it, configs not computed
+    yet get NaN rows too (not cached), so that a search which scores thousands of candidates can
+    be held to what a round of measurements is worth.
     """
 
     def __init__(self, task: object, kind: str = "itervar"):
@@ -361,8 +375,12 @@ class FeatureExtractor:
             raise ValueError(f"unknown feature type {kind!r} (use one of {FEATURE_TYPES})")
         self.task = task
         self.kind = kind
-        self._cache: dict[int, np.ndarray] = {}
-        self._width: int | None = None
+        key = (getattr(task, "template", None), getattr(task, "key", None),
+               getattr(task, "target", None), kind)
+        self._cache = _SHARED_ROWS.setdefault(key, {}) if key[1] is not None else {}
+        self._width = next((row.shape[0] for row in self._cache.values()), None)
+        self._failed: set[int] = set()
+        self.budget: int | None = None
         self.failures: Counter[str] = Counter()
         """How many configs failed to instantiate or lower, by reason ("ErrorType: message")."""
 
@@ -374,7 +392,8 @@ class FeatureExtractor:
     def _one(self, index: int) -> np.ndarray | None:
         try:
             s, args = self.task.instantiate(index)
-            func = lower(s, args, name="features").main
+            with getattr(self.task, "compile_target", contextlib.nullcontext()):
+                func = lower_structure(s, args, name="features")
         except Exception as exc:  # noqa: BLE001 - a failure makes the config invalid, not the tuner
             reason = f"{type(exc).__name__}: {exc}"
             if not self.failures[reason]:
@@ -386,18 +405,25 @@ class FeatureExtractor:
         return extract(self.kind, func)
 
     def get(self, indices: Sequence[int]) -> np.ndarray:
-        """(len(indices), width) features; NaN rows for configs that do not lower."""
+        """(len(indices), width) features; NaN rows for configs that do not lower (or that
+        the budget leaves out)."""
         indices = [int(i) for i in indices]
         if self.kind == "knob":
             return knob_features(self.task.config_space, indices)
         rows: list[np.ndarray | None] = []
         for i in indices:
-            if i not in self._cache:
+            if i not in self._cache and i not in self._failed:
+                if self.budget is not None:
+                    if self.budget <= 0:
+                        rows.append(None)
+                        continue
+                    self.budget -= 1
                 row = self._one(i)
-                if row is not None and self._width is None:
-                    self._width = row.shape[0]
-                self._cache[i] = row if row is not None else np.empty(0)
-            rows.append(self._cache[i])
+                if row is None:
+                    self._failed.add(i)
+                else:
+                    self.put(i, row)
+            rows.append(self._cache.get(i))
         width = self._width or 1
         out = np.full((len(rows), width), np.nan)
         for k, row in enumerate(rows):

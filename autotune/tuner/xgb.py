@@ -6,7 +6,9 @@ arrived (or the plan has run out), the model is refitted and the explorer plans 
 its best `n * diversity_filter_ratio` are thinned to a diverse `n`, where n is the larger of
 `plan_size` and `refit_every`. Planning costs a lowering per new candidate the annealing visits
 (features of loop IR), far more than the fit itself, so planning every other batch halves the
-model's share of the tuning time. Each proposal is a random
+model's share of the tuning time, and a plan lowers at most `lowerings_per_trial` new configs
+for each config it plans: the annealing goes on over configs already lowered (every measured
+config, every earlier candidate) once that budget is spent. Each proposal is a random
 unvisited config with probability `eps` instead (so the model cannot get stuck in a corner).
 """
 
@@ -44,14 +46,20 @@ class XGBTuner(Tuner):
         model: a CostModel to use instead of XGBoost.
         explorer: an Explorer to use instead of simulated annealing.
         seed: random seed (numpy and xgboost).
+        lowerings_per_trial: new configs a plan may lower (for loop-IR features) per config it
+            plans; None: no limit. A convolution's config takes 20-100 ms to lower, so an
+            unbounded annealing over a space of thousands costs minutes a plan.
     """
 
     def __init__(self, task: Task, loss_type: str = "rank", feature_type: str = "itervar",
                  plan_size: int = 32, diversity_filter_ratio: float | None = 2.0,
                  eps: float = 0.05, model: CostModel | None = None,
                  explorer: Explorer | None = None, seed: int | None = None,
-                 refit_every: int | None = 64):
+                 refit_every: int | None = 64, lowerings_per_trial: float | None = 2.0):
         super().__init__(task, seed)
+        if lowerings_per_trial is not None and lowerings_per_trial <= 0:
+            raise ValueError(f"lowerings_per_trial must be > 0, got {lowerings_per_trial}")
+        self.lowerings_per_trial = lowerings_per_trial
         if refit_every is not None and refit_every < 1:
             raise ValueError(f"refit_every must be >= 1, got {refit_every}")
         self.refit_every = refit_every or plan_size
@@ -149,7 +157,7 @@ class XGBTuner(Tuner):
         size = max(self.plan_size, self.refit_every)
         ratio = self.diversity_filter_ratio or 1.0
         wanted = int(size * ratio)
-        candidates = self.explorer.find_maximums(self._score, wanted, self.visited)
+        candidates = self._search(wanted, size)
         if ratio > 1.0 and len(candidates) > size:
             scores = self._score(np.asarray(candidates, dtype=np.int64))
             candidates = diverse_pick(self.space, candidates, scores, size)
@@ -189,4 +197,14 @@ class XGBTuner(Tuner):
         if xs.shape[1] != width:
             return
         self.model.fit(xs, ys, [len(t) for t in self._transfer_ys])
-        self._plan = self.explorer.find_maximums(self._score, self.plan_size, self.visited)
+        self._plan = self._search(self.plan_size, self.plan_size)
+
+    def _search(self, wanted: int, planned: int) -> list[int]:
+        """The explorer's best `wanted` unvisited configs, lowering at most the budget of
+        `planned` trials."""
+        if self.lowerings_per_trial is not None:
+            self.extractor.budget = max(1, int(self.lowerings_per_trial * planned))
+        try:
+            return self.explorer.find_maximums(self._score, wanted, self.visited)
+        finally:
+            self.extractor.budget = None
