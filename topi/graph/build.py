@@ -22,6 +22,7 @@ import autotune
 import tensorlang as tl
 
 from .. import x86
+from .aligned import aligned_empty
 from .buckets import bucket_kernels, log_buckets
 from .cache import compiler_version, get_kernel, request_kernel
 from .graph import Graph, Node, NodeKind, op_label
@@ -180,9 +181,7 @@ def _warn_untuned(untuned: dict[str, tuple[str, tuple]], log_file: Any) -> None:
 
 def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """A 64-byte aligned arena and one view into it per input and op output."""
-    raw = np.empty(plan.arena_bytes + 64, dtype=np.uint8)
-    start = -raw.__array_interface__["data"][0] % 64
-    arena = raw[start:start + plan.arena_bytes]
+    arena = aligned_empty((plan.arena_bytes,), np.uint8)
     views = {}
     for node in g.nodes:
         if node.kind is NodeKind.CONSTANT:
@@ -238,7 +237,7 @@ def _prepacked(pack: Pack, node: Node, pack_key: str, kernel: Any, target: tl.Ta
     memo = (pack_key, id(weight))
     if memo not in done:
         shape, dtype = tensor_spec(pack.packed, f"packed weight of {node!r}")
-        out = np.empty(shape, dtype)
+        out = aligned_empty(shape, dtype)
         kernel.module(target)(weight.value, out)
         done[memo] = out
     return done[memo]

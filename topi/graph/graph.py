@@ -38,6 +38,7 @@ from tensorlang.expr import Expr
 
 from ..symbolic import canon, dim_str, dim_var, evaluate_shape, is_symbolic
 from . import import_ops  # noqa: F401  (registers the ops that `_OP_METHODS` names)
+from .aligned import aligned_copy
 from .ops import OpPattern, freeze_attr, get_op, infer_output, registered_ops
 
 INPUT, CONSTANT, FUSED = "input", "constant", "fused"
@@ -254,7 +255,7 @@ class Graph:
 
     def constant(self, array: Any, name: str | None = None) -> Node:
         """A constant holding (a read-only copy of) `array`."""
-        value = np.array(array, order="C")  # kernels read constants in place
+        value = aligned_copy(array)  # kernels read constants in place, whole lines
         where = f"Graph.constant {name or ''}".rstrip()
         dtype = _check_dtype(value.dtype, where)
         value.setflags(write=False)
