@@ -55,7 +55,7 @@ class XGBTuner(Tuner):
                  plan_size: int = 32, diversity_filter_ratio: float | None = 2.0,
                  eps: float = 0.05, model: CostModel | None = None,
                  explorer: Explorer | None = None, seed: int | None = None,
-                 refit_every: int | None = 64, lowerings_per_trial: float | None = 2.0):
+                 refit_every: int | None = 64, lowerings_per_trial: float | None = 1.0):
         super().__init__(task, seed)
         if lowerings_per_trial is not None and lowerings_per_trial <= 0:
             raise ValueError(f"lowerings_per_trial must be > 0, got {lowerings_per_trial}")
