@@ -365,9 +365,11 @@ class FeatureExtractor:
     and the first config failing for a reason is logged as a warning, except a template's own
     rejection of a config (`InstantiationError`), which is expected and logged at debug level.
 
-    `budget`, when set, is how many more configs `get` may lower; past it, configs not computed
-    yet get NaN rows too (not cached), so that a search which scores thousands of candidates can
-    be held to what a round of measurements is worth.
+    `budget`, when set, is how many more new configs `get` may take; past it, configs this
+    extractor has not seen get NaN rows too (and stay unseen), so that a search which scores
+    thousands of candidates can be held to what a round of measurements is worth. A config
+    counts as new whether or not another extractor of the task has computed it, so a seeded
+    search goes the same way in a fresh process as in one that has tuned the task before.
     """
 
     def __init__(self, task: object, kind: str = "itervar"):
@@ -380,6 +382,7 @@ class FeatureExtractor:
         self._cache = _SHARED_ROWS.setdefault(key, {}) if key[1] is not None else {}
         self._width = next((row.shape[0] for row in self._cache.values()), None)
         self._failed: set[int] = set()
+        self._known: set[int] = set()  # asked for or put here: what the budget no longer counts
         self.budget: int | None = None
         self.failures: Counter[str] = Counter()
         """How many configs failed to instantiate or lower, by reason ("ErrorType: message")."""
@@ -412,18 +415,21 @@ class FeatureExtractor:
             return knob_features(self.task.config_space, indices)
         rows: list[np.ndarray | None] = []
         for i in indices:
-            if i not in self._cache and i not in self._failed:
+            if i not in self._known:
                 if self.budget is not None:
                     if self.budget <= 0:
                         rows.append(None)
                         continue
                     self.budget -= 1
-                row = self._one(i)
+                self._known.add(i)
+                row = self._cache.get(i)
+                if row is None:
+                    row = self._one(i)
                 if row is None:
                     self._failed.add(i)
                 else:
                     self.put(i, row)
-            rows.append(self._cache.get(i))
+            rows.append(None if i in self._failed else self._cache.get(i))
         width = self._width or 1
         out = np.full((len(rows), width), np.nan)
         for k, row in enumerate(rows):
@@ -436,3 +442,4 @@ class FeatureExtractor:
         if self._width is None:
             self._width = row.shape[0]
         self._cache[int(index)] = row
+        self._known.add(int(index))

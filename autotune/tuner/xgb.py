@@ -29,6 +29,11 @@ from .base import Tuner
 
 #: Annealing chains restarted from the fastest measured configs at each model fit.
 _SEED_CHAINS = 4
+#: The fewest new configs a plan may lower, whatever its size: the annealing's first step
+#: alone scores one config per chain.
+_MIN_PLAN_LOWERINGS = 64
+#: Spaces up to this size are scored whole: each config is lowered once in the task's life.
+_WHOLE_SPACE = 512
 
 
 class XGBTuner(Tuner):
@@ -47,7 +52,8 @@ class XGBTuner(Tuner):
         explorer: an Explorer to use instead of simulated annealing.
         seed: random seed (numpy and xgboost).
         lowerings_per_trial: new configs a plan may lower (for loop-IR features) per config it
-            plans; None: no limit. A convolution's config takes 20-100 ms to lower, so an
+            plans, and at least `_MIN_PLAN_LOWERINGS`; None: no limit (nor in a space of at
+            most `_WHOLE_SPACE` configs). A convolution's config takes 20-100 ms to lower, so an
             unbounded annealing over a space of thousands costs minutes a plan.
     """
 
@@ -202,8 +208,9 @@ class XGBTuner(Tuner):
     def _search(self, wanted: int, planned: int) -> list[int]:
         """The explorer's best `wanted` unvisited configs, lowering at most the budget of
         `planned` trials."""
-        if self.lowerings_per_trial is not None:
-            self.extractor.budget = max(1, int(self.lowerings_per_trial * planned))
+        if self.lowerings_per_trial is not None and len(self.space) > _WHOLE_SPACE:
+            self.extractor.budget = max(_MIN_PLAN_LOWERINGS,
+                                        int(self.lowerings_per_trial * planned))
         try:
             return self.explorer.find_maximums(self._score, wanted, self.visited)
         finally:
