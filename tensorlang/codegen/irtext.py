@@ -188,6 +188,17 @@ class FunctionWriter:
         if text.startswith("call") and _may_write_memory(text):
             self._memory.clear()
 
+    def open_phi(self, first: Val, pred: str) -> tuple[Val, int]:
+        """A phi at the head of a loop block: `first` from the block `pred`, the other incoming
+        value (from the loop's latch) given later to `close_phi` with the returned handle, once
+        the body that computes it is written."""
+        name = self.fresh("carry")
+        self._lines.append(f"  {name} = phi {first.ty} [ {first.ref}, %{pred} ]")
+        return Val(first.ty, name), len(self._lines) - 1
+
+    def close_phi(self, handle: int, value: Val, pred: str) -> None:
+        self._lines[handle] += f", [ {value.ref}, %{pred} ]"
+
     def alloca(self, text: str) -> Val:
         """An `alloca` in the entry block, so that loops do not grow the stack."""
         name = self.fresh("stack")

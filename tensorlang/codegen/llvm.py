@@ -68,6 +68,7 @@ from .irtext import (
     scalar_type,
     vector_of,
 )
+from .promote import SlotFinder, Slots, slot_of
 from .target import Target, as_target
 
 STACK_LIMIT = 64 * 1024
@@ -76,6 +77,9 @@ STACK_LIMIT = 64 * 1024
 #: holds back one small chunk, which the others cannot take over, instead of its whole share.
 TASKS_PER_THREAD = 4
 """Constant-size allocations up to this many bytes live on the stack, larger ones on the heap."""
+REGISTER_BLOCK_STORES = 4
+"""A loop whose body stores this many vectors is a register block that the schedule unrolled
+already; LLVM keeps it rolled (see `CodeGen._loop_metadata`)."""
 
 RUNTIME_DECLS = {
     "tl_parallel_for": "declare void @tl_parallel_for(ptr, ptr, i32)",
@@ -139,9 +143,15 @@ class CodeGen:
         self.mask: Val | None = None
         self.in_parallel = False
         self.status: Val | None = None
-        self.vector_stores = False  # in the loop being written: see _loop_metadata
+        self.vector_stores = 0  # stored in the loop being written: see _loop_metadata
+        self.rolled_inside = False  # a loop kept rolled in it: see _loop_metadata
         self.fw = FunctionWriter("")
         self._has_load: dict[int, bool] = {}
+        # Stack buffers in scope (their data var -> finder of the loops that may keep their
+        # elements in registers, see promote.py) and, inside such a loop, the value of each
+        # carried element (offset -> value).
+        self.stack_finders: dict[Var, tuple[SlotFinder, Buffer]] = {}
+        self.registers: dict[Var, dict[int, Val]] = {}
         self._expr_methods: dict[type, Callable[[Expr], Val]] = {
             Var: self._var,
             Const: self._const,
@@ -452,6 +462,9 @@ class CodeGen:
 
     # ----------------------------------------------------------------- memory
     def _load(self, e: BufferLoad) -> Val:
+        registers = self.registers.get(e.buffer.data)
+        if registers is not None:  # an element carried in a register (promote.py)
+            return self.splat(registers[slot_of(e.index)[0]], e.dtype.lanes)
         ptr = self._buffer_ptr(e.buffer)
         elem = scalar_type(e.dtype, memory=True)
         align = e.dtype.itemsize
@@ -564,6 +577,12 @@ class CodeGen:
         return self.fw.op(ty, f"zext {v} to {ty}")
 
     def _store(self, s: BufferStore) -> None:
+        registers = self.registers.get(s.buffer.data)
+        if registers is not None:  # an element carried in a register (promote.py)
+            offset, lanes = slot_of(s.index)
+            registers[offset] = self.splat(self.expr(s.value), lanes)
+            self.vector_stores += lanes > 1
+            return
         ptr = self._buffer_ptr(s.buffer)
         t = s.buffer.dtype
         elem = scalar_type(t, memory=True)
@@ -576,7 +595,7 @@ class CodeGen:
             value = self.splat(value, index_lanes)
             lanes = index_lanes
         mask = self.expr(s.mask) if s.mask is not None else None
-        self.vector_stores |= lanes > 1
+        self.vector_stores += lanes > 1
         if lanes == 1:
             offset = self.index(index)
             addr = self._address(ptr, elem, offset)
@@ -692,7 +711,14 @@ class CodeGen:
         A loop under the pragma `scalar_loop` gets neither unrolling nor the loop vectorizer:
         a filter packing's loop over kernel taps, whose strided stores LLVM's vectorizers
         analysed for 180 ms of a 3x3 conv's 420 ms compile to find nothing (and where they
-        did vectorize it, a 512 x 512 3x3 layer ran at 0.35-0.7x)."""
+        did vectorize it, a 512 x 512 3x3 layer ran at 0.35-0.7x).
+
+        No LLVM unrolling either for a register block (a loop that stores `REGISTER_BLOCK_STORES`
+        vectors or more: the schedule unrolled it, and another copy saves a loop branch per
+        dozens of FMAs) nor for a loop holding a loop kept rolled (it would copy that loop
+        whole). LLVM's unrolling of these and the passes after it on the copies took 25 ms
+        of a 3x3 conv2d_nchw's 84 ms of LLVM passes, and 26 ms of the 7x7 stem's 87 (filter
+        packing nests), for code that ran equally fast (CPU time, one thread, 1.00x)."""
         loop = len(self.metadata)
         nodes = [f"!{loop + 1 + k}" for k in range(len(hints))]
         self.metadata.append(f"!{loop} = distinct !{{!{loop}, {', '.join(nodes)}}}")
@@ -702,6 +728,7 @@ class CodeGen:
     def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt, unroll: str | None = None,
               vectorize: bool = True) -> None:
         fw = self.fw
+        carried, opened = self._carried(body)
         pre = fw.block
         head, body_l, latch, end = (fw.label(p) for p in ("for", "body", "latch", "end"))
         i = fw.fresh(re.sub(r"[^A-Za-z0-9_]", "_", var.name))
@@ -709,22 +736,65 @@ class CodeGen:
         fw.br(head)
         fw.start_block(head)
         fw.emit(f"{i} = phi i64 [ {lo.ref}, %{pre} ], [ {nxt}, %{latch} ]")
+        phis = []
+        for data, offset in carried:
+            phi, handle = fw.open_phi(self.registers[data][offset], pre)
+            self.registers[data][offset] = phi
+            phis.append((data, offset, phi, handle))
         cont = fw.op("i1", f"icmp slt i64 {i}, {hi.ref}")
         fw.cond_br(cont, body_l, end)
         fw.start_block(body_l)
         self.env[var] = Val("i64", i)
-        outer_vectors, self.vector_stores = self.vector_stores, False
+        outer_vectors, self.vector_stores = self.vector_stores, 0
+        outer_rolled, self.rolled_inside = self.rolled_inside, False
         self.stmt(body)
+        if unroll is None and (self.rolled_inside or self.vector_stores >= REGISTER_BLOCK_STORES):
+            unroll = "llvm.loop.unroll.disable"
         hints = [f'!"{unroll}"'] if unroll else []
         if self.vector_stores or not vectorize:
             hints.append('!"llvm.loop.vectorize.enable", i1 false')
-        self.vector_stores |= outer_vectors
+        self.vector_stores += outer_vectors
+        self.rolled_inside = outer_rolled or unroll == "llvm.loop.unroll.disable"
         del self.env[var]
         fw.br(latch)
         fw.start_block(latch)
+        for data, offset, phi, handle in phis:  # the loop exits from its head: the phi's value
+            fw.close_phi(handle, self.registers[data][offset], latch)
+            self.registers[data][offset] = phi
         fw.emit(f"{nxt} = add nsw i64 {i}, 1")
         fw.emit(f"br label %{head}{self._loop_metadata(hints) if hints else ''}")
         fw.start_block(end)
+        for data, slots in opened:
+            self._store_registers(data, slots)
+
+    def _carried(self, body: Stmt) -> tuple[list[tuple[Var, int]], list[tuple[Var, Slots]]]:
+        """The stack elements a loop with `body` carries in registers: (buffer, offset) of each
+        element it writes, and the buffers whose registers it opens, loaded here before the loop
+        (the outermost such loop; `_store_registers` writes them back after it)."""
+        carried: list[tuple[Var, int]] = []
+        opened: list[tuple[Var, Slots]] = []
+        for data, (finder, buf) in self.stack_finders.items():
+            slots = finder.loop_slots(body)
+            if slots is None:
+                continue
+            if data not in self.registers:
+                ptr, elem = self.env[data], scalar_type(buf.dtype, memory=True)
+                self.registers[data] = {
+                    offset: self._plain_load(ptr, vector_of(elem, lanes),
+                                             self._address(ptr, elem, const("i64", offset)),
+                                             buf.dtype.itemsize)
+                    for offset, lanes in slots.lanes.items()}
+                opened.append((data, slots))
+            carried += [(data, offset) for offset in sorted(slots.written)]
+        return carried, opened
+
+    def _store_registers(self, data: Var, slots: Slots) -> None:
+        registers = self.registers.pop(data)
+        buf = self.stack_finders[data][1]
+        ptr, elem = self.env[data], scalar_type(buf.dtype, memory=True)
+        for offset in sorted(slots.written):
+            address = self._address(ptr, elem, const("i64", offset))
+            self._plain_store(ptr, registers[offset], address, buf.dtype.itemsize)
 
     def _if(self, s: IfThenElse) -> None:
         cond = self.expr(s.cond)
@@ -752,7 +822,10 @@ class CodeGen:
         if count is not None and count * buf.dtype.itemsize <= STACK_LIMIT:
             ptr = self.fw.alloca(f"i8, i64 {max(count * buf.dtype.itemsize, 1)}, align 64")
             self.env[buf.data] = ptr
+            if not buf.dtype.is_bool:
+                self.stack_finders[buf.data] = (SlotFinder(buf.data), buf)
             self.stmt(s.body)
+            self.stack_finders.pop(buf.data, None)
             del self.env[buf.data]
             return
         size = const("i64", buf.dtype.itemsize)
@@ -817,7 +890,9 @@ class CodeGen:
             f"{'ptr noalias' if val.ty == 'ptr' and var is not STATUS_VAR else val.ty} %cap{k}"
             for k, (var, val) in enumerate(captured)
         ]
-        saved = (self.fw, self.env, self.in_parallel, self.status)
+        saved = (self.fw, self.env, self.in_parallel, self.status, self.stack_finders,
+                 self.registers)
+        self.stack_finders, self.registers = {}, {}
         self.fw = FunctionWriter(
             f"define internal void @{impl}({', '.join(params + ['i32 %task', 'i32 %ntasks'])}) #1"
         )
@@ -840,7 +915,8 @@ class CodeGen:
         self._loop(s.var, first, last, s.body)
         fw.emit("ret void")
         self.functions.append(fw.text())
-        self.fw, self.env, self.in_parallel, self.status = saved
+        (self.fw, self.env, self.in_parallel, self.status, self.stack_finders,
+         self.registers) = saved
         self.functions.append(wrapper.text())
         return name
 
