@@ -35,7 +35,15 @@ def _as_negative(atom: Expr) -> Expr | None:
     return table[atom.op]() if atom.op in table else None
 
 
-class _InnerLoops(Visitor):
+class _StatementVisitor(Visitor):
+    """A visitor of statements only: what it looks for (loops, guards) is never inside an
+    expression, and the expressions are most of the nodes of an unrolled body."""
+
+    def visit_Expr(self, node: Expr) -> None:
+        return None
+
+
+class _InnerLoops(_StatementVisitor):
     """Collects the loops inside a statement with their extents (to relax their variables) and
     the variables of those that are serial (which this pass may split themselves)."""
 
@@ -62,7 +70,7 @@ def _decided_further_in(neg: Expr, inner: _InnerLoops) -> bool:
     )
 
 
-class _LikelyGuards(Visitor):
+class _LikelyGuards(_StatementVisitor):
     def __init__(self) -> None:
         self.guards: list[IfThenElse] = []
 
@@ -122,6 +130,9 @@ class _Partitioner(Mutator):
     def __init__(self, func: PrimFunc):
         # Shape variables are sizes: never negative.
         self.ranges = {v: (0.0, INF) for v in func.shape_vars}
+
+    def visit_Expr(self, node: Expr) -> Expr:
+        return node  # loops are statements: no expression holds one
 
     def visit_For(self, node: For) -> Stmt:
         if node.kind in (ForKind.VECTORIZED, ForKind.UNROLLED):

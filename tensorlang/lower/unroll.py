@@ -62,6 +62,9 @@ class _KeepRolled(Mutator):
         return For(node.var, node.min, node.extent, node.kind, body,
                    (*node.annotations, KEEP_ROLLED))
 
+    def visit_Expr(self, node: Expr) -> Expr:
+        return node  # loops are statements: no expression holds one
+
 
 def _unrolled_size(node: Stmt) -> int:
     """Statements in `node` once every loop of constant extent in it is copied out."""
