@@ -20,6 +20,8 @@ one location), or a buffer that is read at a different index than it is written.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..arith import INF, const_bounds, simplify, upper_bound
 from ..calls import Reinterpret
 from ..dtype import BOOL
@@ -32,6 +34,7 @@ from ..expr import (
     CompareOp,
     Const,
     Expr,
+    Node,
     Not,
     Select,
     Var,
@@ -39,6 +42,7 @@ from ..expr import (
 from ..ir import (
     Allocate,
     Broadcast,
+    Buffer,
     BufferLoad,
     BufferStore,
     Evaluate,
@@ -54,7 +58,7 @@ from ..ir import (
     seq,
 )
 from ..schedule import ScheduleError
-from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
+from ..visitor import Mutator, children, structural_equal, substitute, uses_var
 
 MAX_LANES = 64
 """The longest vector a constant extent becomes in one piece; longer ones run in native chunks."""
@@ -297,13 +301,29 @@ class _Vectorizer:
         return then_case if else_case is None else Seq((then_case, else_case))
 
 
+def _nodes_but_buffers(body: Stmt) -> Iterator[Node]:
+    """`nodes_below(body)` without descending into the buffers that accesses name (their shapes
+    hold no access, loop or allocation): the walks of this pass run once per vectorized loop,
+    and every access would otherwise lead into its buffer's declaration."""
+    seen: set[int] = set()
+    stack: list[Node] = [body]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        if not isinstance(node, Buffer):
+            stack += children(node)
+
+
 def _lane_hazard(body: Stmt) -> str | None:
     """Why the lanes of `body` would not be independent (None when they are), found in one walk:
     a loop inside that is vectorized too, an allocation, or a buffer written in `body` and read
     at an index other than the written ones (a lane would read another lane's write)."""
     stores: dict[object, list[Expr]] = {}
     loads: list[BufferLoad] = []
-    for node in nodes_below(body):
+    for node in _nodes_but_buffers(body):
         if isinstance(node, BufferStore):
             stores.setdefault(node.buffer.data, []).append(node.index)
         elif isinstance(node, BufferLoad):
@@ -327,7 +347,8 @@ def _fold_int(op: BinaryOp, a: Expr, b: int) -> Expr:
 def native_lanes(body: Stmt, vector_bits: int) -> int:
     """Lanes of one `vector_bits` register of the widest element type that `body` loads or
     stores (at least 1): the chunk width that needs no splitting by LLVM."""
-    dtypes = (n.buffer.dtype for n in nodes_below(body) if isinstance(n, (BufferLoad, BufferStore)))
+    dtypes = (n.buffer.dtype for n in _nodes_but_buffers(body)
+              if isinstance(n, (BufferLoad, BufferStore)))
     bits = max((t.itemsize * 8 for t in dtypes), default=32)
     return max(1, vector_bits // bits)
 
