@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -304,6 +304,31 @@ def measure_option(builder: Builder | None = None, runner: Runner | None = None,
         raise TypeError(f"runner must implement autotune.Runner (run, close), got "
                         f"{type(runner).__name__}")
     return MeasureOption(builder or LocalBuilder(), runner or LocalRunner(), overlap)
+
+
+class _HeldOpen(MeasureOption):
+    """A MeasureOption whose `close` waits for the end of `kept_open`'s block."""
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def kept_open(option: MeasureOption | Callable[..., Any] | None
+              ) -> Iterator[MeasureOption | Callable[..., Any]]:
+    """`option` (a default one when None) for a series of `tune` calls: its worker processes
+    start once and stop when the block ends, not at the end of every call (a model's tuning
+    makes a call per round of each task, and a round of 32 fast trials took about as long as
+    starting three workers that import numpy, LLVM and the compiler). A measure function is
+    yielded as it is."""
+    if option is not None and not isinstance(option, MeasureOption):
+        yield option
+        return
+    owned = option if option is not None else measure_option()
+    try:
+        yield _HeldOpen(owned.builder, owned.runner, owned.overlap)
+    finally:
+        owned.close()
 
 
 def round_robin(count: int, rounds: int,

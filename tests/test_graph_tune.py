@@ -132,6 +132,31 @@ def test_tiny_budget_tunes_every_task_resumes_and_builds(rng: np.random.Generato
                                atol=1e-5)
 
 
+def test_one_set_of_workers_serves_every_round(rng: np.random.Generator, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measurement workers start once for the model, not once per round of each task (nor for
+    each task's fallback measurement), and are stopped when the tuning ends."""
+    pools: list[object] = []
+    closed: list[object] = []
+    real_init, real_close = autotune.workers.WorkerPool.__init__, autotune.workers.WorkerPool.close
+
+    def counted_init(self, *args, **kwargs) -> None:
+        pools.append(self)
+        real_init(self, *args, **kwargs)
+
+    def counted_close(self) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(autotune.workers.WorkerPool, "__init__", counted_init)
+    monkeypatch.setattr(autotune.workers.WorkerPool, "close", counted_close)
+    result = tg.tune(small_cnn(rng), trials=12, per_round=2, tuner="random",
+                     log_file=tmp_path / "model.jsonl", progress=False)
+    assert result.trials == 12 and all(s.trials >= 2 for s in result.states)  # 6 rounds
+    assert 1 <= len(pools) <= 3  # the builder's, the runner's forked and unforked (verdicts)
+    assert set(map(id, pools)) <= set(map(id, closed))
+
+
 def test_tune_rejects_bad_budgets(rng: np.random.Generator) -> None:
     with pytest.raises(ValueError, match="per_round"):
         tg.tune(small_cnn(rng), trials=4, per_round=0)

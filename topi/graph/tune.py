@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import autotune
 import tensorlang as tl
 from autotune import FallbackConfig, Task
+from autotune.measure import kept_open
 from autotune.tuner import Tuner
 from autotune.tuner.base import REMEASURE_ROUNDS, REMEASURE_TOP
 
@@ -245,7 +246,8 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
         pairs = extract_tasks(g, target)
     states = [TaskState(task, count) for task, count in pairs]
     out = stream if stream is not None else sys.stderr
-    with tempfile.TemporaryDirectory() as tmp:
+    # One set of measurement workers for every round of every task.
+    with tempfile.TemporaryDirectory() as tmp, kept_open(measure_option) as option:
         log = str(log_file) if log_file is not None else os.path.join(tmp, "tune.jsonl")
         _resume(states, log)
         resumed = [s.trials for s in states]
@@ -255,7 +257,7 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
             if state is None:
                 break
             budget = state.trials + min(per_round, remaining)
-            common = {"log_file": log, "measure_option": measure_option, "progress": False,
+            common = {"log_file": log, "measure_option": option, "progress": False,
                       "remeasure_top": 0}  # once per task, at the end
             fallback = fallback_index(state.task) if state.trials == 0 else None
             if fallback is not None:
@@ -272,7 +274,7 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
                 _report(out, rounds, states, state, trials, start)
         for state, before in zip(states, resumed):
             if state.trials > before:
-                _settle(state, log, measure_option, remeasure_top, remeasure_rounds,
+                _settle(state, log, option, remeasure_top, remeasure_rounds,
                         out if progress else None)
     summary = TuneResult(states, time.perf_counter() - start)
     if progress:
