@@ -19,6 +19,7 @@ from .dead_code import remove_dead_nodes
 from .fold_activations import fold_activations
 from .fold_batch_norm import fold_batch_norm
 from .fold_constants import fold_constants
+from .fold_gemm_permutes import fold_gemm_permutes
 from .fuse_ops import fuse_ops
 from .int8_layout import int8_layout
 from .plan_memory import MemoryPlan, plan_memory
@@ -55,6 +56,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("remove_dead_nodes", remove_dead_nodes),
     # Elementwise tails join their producers' kernels: one kernel per remaining op node.
     ("fuse_ops", fuse_ops),
+    # Kernels that only permute a matrix product's operand join its kernel, read in its index map.
+    ("fold_gemm_permutes", fold_gemm_permutes),
 )
 
 
@@ -70,7 +73,8 @@ def optimize(g: Graph, verbose: bool = False,
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants", "fuse_ops", "int8_layout",
+    "PIPELINE", "MemoryPlan", "Pass", "alter_layout", "fold_batch_norm", "fold_constants",
+    "fold_gemm_permutes", "fuse_ops", "int8_layout",
     "fuse_squeeze_excitation",
     "optimize",
     "plan_memory", "quantize_ops", "remove_dead_nodes",
