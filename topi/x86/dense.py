@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import autotune
 import tensorlang as tl
+from tensorlang.expr import Expr, TensorRead
+from tensorlang.visitor import nodes_below, substitute
 
 from ..nn.dense import batch_matmul, dense, matmul, reads_a_run
 from ..nn.utils import pack_height
@@ -28,6 +30,7 @@ from .common import (
     accumulator_budget,
     compute_chain_at,
     fuse_parallel,
+    is_inlinable,
     static_extent,
     vector_lanes,
     whole_block_loop,
@@ -201,8 +204,22 @@ def _schedule_pack(s: tl.Schedule, packed: tl.Tensor) -> None:
 
 
 def _copies_a_run(packed: tl.Tensor) -> bool:
-    """Whether consecutive elements of a panel row read consecutive elements of the source."""
-    return reads_a_run(packed.op.body[0], packed.op.axis[-1].var)
+    """Whether consecutive elements of a panel row read consecutive elements of the source:
+    the tensor it reads, or what that tensor reads where the schedule inlines it (an operand
+    permuted in the product's kernel, `fold_gemm_permutes`: V of attention, a run along the
+    panel's columns in the source though not in its transposed view)."""
+    return reads_a_run(_source_read(packed.op.body[0]), packed.op.axis[-1].var)
+
+
+def _source_read(value: Expr) -> TensorRead:
+    """The first tensor read in `value`, followed through the injective stages that `traverse`
+    inlines down to a read of a tensor that is stored."""
+    read = next(node for node in nodes_below(value) if isinstance(node, TensorRead))
+    while is_inlinable(op := read.tensor.op):
+        body = op.body[read.tensor.value_index]
+        inlined = substitute(body, {iv.var: i for iv, i in zip(op.axis, read.indices)})
+        read = next(node for node in nodes_below(inlined) if isinstance(node, TensorRead))
+    return read
 
 
 def schedule_gemv_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor,
