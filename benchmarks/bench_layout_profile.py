@@ -1,6 +1,7 @@
 """Where the layout moves go: each model of bench_wild's vision list is built untuned and
 profiled (`Module.profile`), and every kernel group that moves data between layouts (a kernel
-whose ops include a layout_transform or a transpose, grouped by its op label) taking more than
+whose ops include a layout_transform or a transpose, grouped by its op label; not a product's
+kernel, which reads its permuted operands in place) taking more than
 --share of the model's kernel time is listed, with the share of the pure moves (kernels that
 compute nothing but layout_transform / transpose / reshape) in total. Each share is the median
 over --repeats profiles: on a loaded machine one profile's kernel can read several times its
@@ -25,6 +26,9 @@ import topi.graph as tg
 
 MOVES = {"layout_transform", "transpose"}
 PURE = MOVES | {"reshape"}
+#: Products whose kernels read a permuted operand through their index map
+#: (`fold_gemm_permutes`): no data moves between layouts there.
+PRODUCTS = {"dense", "matmul", "batch_matmul"}
 ROW = re.compile(r"^(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)%$")
 
 
@@ -39,7 +43,7 @@ def layout_groups(profile: str) -> tuple[dict[str, float], float]:
             continue
         ops = match.group(2).split("+")
         share = float(match.group(4)) / 100
-        if MOVES & set(ops):
+        if MOVES & set(ops) and not PRODUCTS & set(ops):
             groups[match.group(2)] = groups.get(match.group(2), 0.0) + share
             pure += share if set(ops) <= PURE else 0.0
     return groups, pure
