@@ -13,12 +13,15 @@ import pytest
 import autotune
 import topi.graph as tg
 from autotune.auto_schedule import AutoTask
+from autotune.record import encode
+from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 from topi.graph.auto_tasks import describe_node, node_workload
 from topi.graph.build import as_target, tuning_context
 from topi.graph.cache import compiler_version
 from topi.graph.kernel import kernel_spec
 from topi.graph.passes import optimize
 from topi.graph.reference import run_reference
+from topi.graph.tune import fallback_index
 
 AVX2 = "llvm -mcpu=haswell"
 
@@ -105,23 +108,58 @@ def test_tiny_tune_writes_records_that_build_applies(rng, tmp_path: Path):
     for got, want in zip(m(**inputs), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
-    # each auto-scheduled kernel of the module is the one its best record's config schedules
+    # each auto-scheduled kernel of the module is the one its best record's config schedules,
+    # or the default schedule where that config is the sketch's untuned fallback
     tgt = as_target(AVX2)
     optimized = optimize(g)
     steps = {s.name: s for s in m.steps}
     plain_steps = {s.name: s for s in plain.steps}
-    applied = 0
+    auto_tasks = {s.task.args: s.task for s in result.states if isinstance(s.task, AutoTask)}
+    checked = 0
     with tuning_context(log, tgt):
         for node in optimized.ops:
-            spec = kernel_spec(node)
-            if spec.auto is None:
+            task = auto_tasks.get((describe_node(node),))
+            if task is None:
                 continue
-            template, config = spec.auto
-            assert config.index == tuned[template.name].config_index
-            assert steps[node.name].kernel.key == spec.key(str(tgt), compiler_version())
-            assert steps[node.name].kernel.key != plain_steps[node.name].kernel.key
-            applied += 1
-    assert applied == 3
+            spec = kernel_spec(node)
+            chosen = tuned[task.name].config_index
+            if chosen == fallback_index(task):
+                assert spec.auto is None
+                assert steps[node.name].kernel.key == plain_steps[node.name].kernel.key
+            else:
+                template, config = spec.auto
+                assert template.name == task.name and config.index == chosen
+                assert steps[node.name].kernel.key == spec.key(str(tgt), compiler_version())
+                assert steps[node.name].kernel.key != plain_steps[node.name].kernel.key
+            checked += 1
+    assert checked == 3
+
+
+def _line(task: autotune.Task, index: int, seconds: float) -> str:
+    return encode(MeasureInput(task, task.config_space.get(index)),
+                  MeasureResult((seconds,), MeasureErrorNo.NO_ERROR))
+
+
+def test_a_record_that_kept_the_untuned_sketch_builds_the_default_schedule(rng, tmp_path):
+    """Where no trial beat the sketch's fallback, the build compiles what an untuned build
+    compiles; where one did, its config."""
+    g = mixed(rng)
+    tasks = {t.name: t for t, _ in tg.extract_tasks(g, AVX2) if isinstance(t, AutoTask)}
+    softmax, norm = tasks["auto/topi.graph/softmax"], tasks["auto/topi.graph/layer_norm"]
+    other = next(i for i in range(len(norm.config_space)) if i != fallback_index(norm))
+    log = tmp_path / "kept.jsonl"
+    beaten = next(i for i in range(len(softmax.config_space)) if i != fallback_index(softmax))
+    log.write_text("".join(line + "\n" for line in (
+        _line(softmax, fallback_index(softmax), 1e-5), _line(softmax, beaten, 2e-5),
+        _line(norm, fallback_index(norm), 2e-5), _line(norm, other, 1e-5))))
+    with tuning_context(log, as_target(AVX2)):
+        specs = {n.op: kernel_spec(n) for n in optimize(g).ops}
+    assert specs["softmax"].auto is None
+    assert specs["layer_norm"].auto is not None and specs["layer_norm"].auto[1].index == other
+    m = tg.build(g, log_file=log, target=AVX2)
+    inputs = {"x": _w(rng, 7, 37)}
+    for got, want in zip(m(**inputs), run_reference(g, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_build_without_records_uses_the_default_schedule(rng):

@@ -97,7 +97,10 @@ def auto_workload(node: Node) -> tuple[str, tuple[str]] | None:
 
 def tuned_config(node: Node) -> tuple[Template, tuple[str], ConfigEntity] | None:
     """(template, args, config) of `node`'s auto-scheduled record in the active
-    `autotune.apply_history_best` context for the current target, or None without one."""
+    `autotune.apply_history_best` context for the current target, or None without one, or
+    when the record's config is the sketch's own fallback: no trial beat the untuned sketch,
+    so the node keeps the default schedule that an untuned build compiles (a tuned build then
+    differs from an untuned one only where tuning found something faster)."""
     text = describe_node(node)
     if text is None:
         return None
@@ -106,6 +109,11 @@ def tuned_config(node: Node) -> tuple[Template, tuple[str], ConfigEntity] | None
         warnings.simplefilter("ignore")
         config = query_config(template.name, (text,))
     if isinstance(config, FallbackConfig):
+        return None
+    fallback = FallbackConfig()
+    template.run(fallback, (text,), tl.Target.current())
+    untuned = config.space.find(fallback.knob_values())
+    if untuned is not None and untuned.index == config.index:
         return None
     return template, (text,), config
 
