@@ -39,6 +39,7 @@ from .auto_tasks import PREFIX
 from .build import as_target
 from .buckets import bucket_tasks, tuning_buckets
 from .graph import Graph
+from .model_verdict import settle_in_model
 from .passes import optimize
 from .tasks import extract_tasks
 
@@ -199,7 +200,8 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
          seed: int | None = None, progress: bool = True,
          stream: TextIO | None = None, remeasure_top: int = REMEASURE_TOP,
          remeasure_rounds: int = REMEASURE_ROUNDS,
-         buckets: Mapping[str, Sequence[int]] | None = None) -> TuneResult:
+         buckets: Mapping[str, Sequence[int]] | None = None,
+         in_model: bool = True) -> TuneResult:
     """Tune the tasks of `g` with one budget of `trials` measurements in all.
 
     Args:
@@ -225,6 +227,10 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
             without buckets at the upper bound of `g.bounds`), the budget shared by all
             buckets' tasks; `build` with the log compiles a kernel per bucket, and the module
             runs the one of the smallest bucket >= the actual size (see `buckets.py`).
+        in_model: at the end, build the model untuned and tuned and time the two in turn: a
+            workload whose tuned kernels are slower where they run in the model gets a verdict
+            that chooses its fallback (`model_verdict.py`). Not with a measure function (its
+            timings are not this machine's) nor with buckets.
 
     Raises:
         ValueError: a non-positive budget or round size; `buckets` naming an unknown variable,
@@ -276,6 +282,9 @@ def tune(g: Graph, trials: int = 2000, log_file: str | os.PathLike[str] | None =
             if state.trials > before:
                 _settle(state, log, option, remeasure_top, remeasure_rounds,
                         out if progress else None)
+        if (in_model and buckets is None and isinstance(option, autotune.MeasureOption)
+                and any(s.trials > before for s, before in zip(states, resumed))):
+            _settle_in_model(g, log, target, states, out if progress else None)
     summary = TuneResult(states, time.perf_counter() - start)
     if progress:
         print(summary, file=out, flush=True)
@@ -297,6 +306,22 @@ def _settle(state: TaskState, log: str, measure_option: Any, top: int, rounds: i
               f"{rounds}): best {_ms(state.best)} ms ({state.gflops:.1f} GFLOP/s)"
               + ("" if fallback is None else f", fallback {_ms(fallback.mean)} ms"),
               file=out, flush=True)
+
+
+def _settle_in_model(g: Graph, log: str, target: str | tl.Target,
+                     states: Sequence[TaskState], out: TextIO | None) -> None:
+    """`model_verdict.settle_in_model`; a task whose fallback it chose takes the fallback's
+    time in the model as its best."""
+    by_key = {s.task.key: s for s in states}
+    for verdict in settle_in_model(g, log, target):
+        state = by_key.get(verdict.task.key)
+        if verdict.kept or state is None:
+            continue
+        state.best = verdict.untuned
+        if out is not None:
+            print(f"[tune] in the model, {verdict.task.name} ran {_ms(verdict.tuned)} ms tuned "
+                  f"against {_ms(verdict.untuned)} ms untuned a call: its fallback is chosen",
+                  file=out, flush=True)
 
 
 def _report(out: TextIO, rounds: int, states: Sequence[TaskState], state: TaskState,
