@@ -93,6 +93,7 @@ CASES = [
     (256, 15, 15, 144, 2, 1),     # stride 2 onto 8x8, 9 blocks of 16
     (120, 5, 11, 272, 1, 1),      # a 5x11 plane, 17 blocks of 16
     (61, 9, 9, 136, 1, 0),        # past Haswell's L2 only, no padding
+    (256, 1, 1, 512, 1, 1),       # a 1x1 image (one output point, mostly padding)
     (37, 3, 3, 1000, 1, 1),       # a 3x3 plane, K = 1000 (125 blocks of 8, one lane on AVX-512)
 ]
 
