@@ -5,7 +5,8 @@ caches; in the model each layer's weights come from memory and its input from th
 before. A config that wins alone can lose there (one that re-reads a weight block that no
 longer stays in L2, say), and an auto-scheduled node's baseline in the tuner is its sketch's
 fallback, not the hand-written schedule an untuned build compiles. So after tuning, the model
-is built untuned and tuned, the two run in turn, and every workload whose tuned kernels take
+is built untuned and tuned, the two run in turn (each kernel's time its fastest call of a
+round, the median of the rounds), and every workload whose tuned kernels take
 longer in the model than its untuned ones, summed over its calls, gets a verdict record that
 chooses its fallback config: the build then compiles the untuned kernel for it (for an
 auto-scheduled node, its default schedule).
@@ -31,9 +32,11 @@ from .passes import optimize
 
 #: How much slower in the model (summed over a workload's calls) its tuned kernels may be.
 MARGIN = 0.02
-#: Untuned and tuned runs alternate this many times; each kernel's time is its median.
+#: Untuned and tuned rounds alternate this many times; a kernel's time in a round is its
+#: fastest call (a preemption on a busy machine costs a 20 us kernel ten times its time), and
+#: its time is the median of its rounds.
 ROUNDS = 7
-#: Whole-model runs per round, at least: a round lasts about this many seconds.
+#: Whole-model runs per round, at least one: a round lasts about this many seconds.
 ROUND_SECONDS = 0.05
 
 
@@ -66,8 +69,8 @@ def settle_in_model(g: Graph, log_file: str | os.PathLike[str], target: str | tl
     number = max(1, int(ROUND_SECONDS / max(sum(untuned.step_seconds(1, inputs)), 1e-6)))
     runs: tuple[list[list[float]], list[list[float]]] = ([], [])  # untuned, tuned
     for _ in range(rounds):
-        runs[0].append(untuned.step_seconds(number, inputs))
-        runs[1].append(tuned.step_seconds(number, inputs))
+        runs[0].append(untuned.step_seconds(number, inputs, fastest=True))
+        runs[1].append(tuned.step_seconds(number, inputs, fastest=True))
     plain_at = {step.name: k for k, step in enumerate(untuned.steps)}
     workloads = _tuned_workloads(g, log_file, tgt)
     totals: dict[tuple[str, tuple], list[float]] = {}  # workload -> [calls, untuned, tuned]

@@ -106,15 +106,16 @@ class Module(ModelBase):
         self._execute(arrays)
         return profile_calls(self._calls, self.steps, number, self.input_buffers, arrays)
 
-    def step_seconds(self, number: int = 10,
-                     inputs: Mapping[str, np.ndarray] | None = None) -> list[float]:
-        """The mean time of each kernel call (in `steps` order) over `number` whole runs: each
-        kernel timed where it runs in the model, with the caches as the kernels before it
-        leave them."""
+    def step_seconds(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None,
+                     fastest: bool = False) -> list[float]:
+        """The mean time of each kernel call (in `steps` order) over `number` whole runs, or
+        with `fastest` its fastest run (what a busy machine's preemptions leave undisturbed):
+        each kernel timed where it runs in the model, with the caches as the kernels before
+        it leave them."""
         arrays = check_inputs(self.inputs, inputs or random_inputs(self.inputs))
         self._execute(arrays)
-        seconds = call_seconds(self._calls, number, self.input_buffers, arrays)
-        return [t / number for t in seconds]
+        runs = call_seconds(self._calls, number, self.input_buffers, arrays)
+        return [min(times) if fastest else sum(times) / number for times in runs]
 
     def arena_offset(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the arena, or None for an array of its own (a weight)."""
@@ -142,7 +143,7 @@ def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],
     `number` times, slowest first. The inputs are copied into their buffers before each run,
     as a call does: the arena reuses them for later values, and kernels timed on those (ids
     read as floats, NaNs) ran up to 40x slower than in a call."""
-    seconds = call_seconds(calls, number, input_buffers, inputs)
+    seconds = [sum(times) for times in call_seconds(calls, number, input_buffers, inputs)]
     total = sum(seconds)
     rows = sorted(zip(seconds, steps), key=lambda r: -r[0])
     name_width = max([40, *(len(s.name) + 1 for s in steps)])
@@ -157,15 +158,15 @@ def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],
 
 def call_seconds(calls: Sequence[tuple[Any, Any, Any]], number: int,
                  input_buffers: Sequence[np.ndarray], inputs: Sequence[np.ndarray]
-                 ) -> list[float]:
-    """The summed time of each kernel call over `number` runs of them all, in order (see
+                 ) -> list[list[float]]:
+    """The time of each kernel call in each of `number` runs of them all, in order (see
     `profile_calls` for why the inputs are copied in before each run)."""
-    seconds = [0.0] * len(calls)
+    seconds: list[list[float]] = [[] for _ in calls]
     for _ in range(number):
         for buffer, value in zip(input_buffers, inputs):
             np.copyto(buffer, value)
         for k, (fn, argv, checked) in enumerate(calls):
             start = time.perf_counter()
             fn(*argv) if checked is not None else fn(argv)
-            seconds[k] += time.perf_counter() - start
+            seconds[k].append(time.perf_counter() - start)
     return seconds
