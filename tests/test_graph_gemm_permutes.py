@@ -60,7 +60,7 @@ def _attention(batch: int, seq: int, heads: int, dim: int) -> Graph:
 def _move_kernels_into_products(m: tg.Module) -> list[str]:
     """Labels of the kernels of `m` that only move data and are read by a product."""
     readers = m.graph.consumers()
-    moves = {"reshape", "transpose", "take", "multiply"}
+    moves = {"reshape", "transpose", "take", "multiply", "layout_transform"}
     return [op_label(n) for n in m.graph.ops
             if set(op_label(n).split("+")) <= moves and "transpose" in op_label(n)
             and any(GEMMS & set(op_label(r).split("+")) for r in readers[n])]
@@ -109,6 +109,23 @@ def test_swin_block_matches_pytorch_and_the_unfolded_graph(dim: int, heads: int,
     assert len(_move_kernels_into_products(m)) < len(_move_kernels_into_products(unfolded))
 
 
+def test_blocked_window_partition_matches_pytorch() -> None:
+    """Swin's patch embedding (a convolution, its output permuted channels-last and normalised,
+    kept channel-blocked by the layout pass) before a block: the window partition that reads
+    the blocked value, layout transform included, joins the QKV dense."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 48, 2, 2), torchvision().ops.Permute([0, 2, 3, 1]),
+        torch.nn.LayerNorm(48), _swin_block(48, 3, 0)).eval()
+    x = torch.randn((2, 3, 28, 28), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = module(x).numpy()
+    m = tg.build(tg.from_torch(module, (x,)))
+    np.testing.assert_allclose(m(**{m.inputs[0].name: x.numpy()})[0], expected, rtol=1e-4,
+                               atol=1e-4)
+    assert _move_kernels_into_products(m) == []
+
+
 def test_vit_block_matches_onnxruntime() -> None:
     """torchvision's ViT encoder block (3 heads of 5, 11 tokens) exported to ONNX."""
     ort = pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
@@ -150,3 +167,21 @@ def test_only_lone_moves_fold(readers: int, arithmetic: bool, output: bool,
     feed = {"x": np.random.default_rng(5).standard_normal((2, 5, 6)).astype("float32")}
     for got, expected in zip(tg.build(g)(**feed), run_reference(g, feed)):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("index,folds", [(np.array(1), True), (np.array(-1), True),
+                                         (np.array([1]), False), (np.array([0, 1]), False)])
+def test_takes_fold_at_one_constant_index(index: np.ndarray, folds: bool) -> None:
+    """A take of one index is a slice in the product's index map (a negative one counts from
+    the end); a take of an index array gathers and keeps its kernel."""
+    g = Graph()
+    x = g.input("x", (2, 3, 4, 5))
+    taken = g.take(x, g.constant(index.astype("int64")), axis=0, name="taken")
+    rows = g.reshape(taken, (-1, 4, 5))
+    g.output(g.batch_matmul(rows, g.constant(np.ones((1, 6, 5), dtype="float32"))))
+    kernels = [op_label(n) for n in tg.passes.optimize(g).ops]
+    assert kernels == (["strided_slice+reshape+reshape+batch_matmul"] if folds
+                       else ["take+reshape", "batch_matmul"])
+    feed = {"x": np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype("float32")}
+    np.testing.assert_allclose(tg.build(g)(**feed)[0], run_reference(g, feed)[0], rtol=1e-5,
+                               atol=1e-5)

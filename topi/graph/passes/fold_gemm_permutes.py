@@ -10,11 +10,13 @@ product in its kernel, and the x86 schedule inlines them (`traverse`), the panel
 reading the permuted source directly. The product's workload (its tuning task) is that of its
 own operands, so tuning logs still apply.
 
-A producer joins when it only moves data (reshape, transpose, take, ... and a scaling by one
-constant, attention's 1 / sqrt(d) on the queries): the left operand is read once per block of
-output columns, and any arithmetic in the chain would be recomputed that often. Its readers must
-all be products (each then reads its own part through its own copy of the index map), and it
-must not be a graph output.
+A producer joins when it only moves data: reshape, transpose, a take at one constant index (a
+slice there), a layout transform out of the channel-blocked layout (Swin's first window
+partition of a stage reads a blocked LayerNorm), and a scaling by one constant (attention's
+1 / sqrt(d) on the queries). The left operand is read once per block of output columns, and
+any arithmetic in the chain would be recomputed that often. Its readers must all be products
+(each then reads its own part through its own copy of the index map), and it must not be a
+graph output.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from .common import copy_node
 #: The ops whose kernels the products read through.
 GEMMS = frozenset({"dense", "matmul", "batch_matmul"})
 #: Data movement the products' index maps absorb.
-MOVES = frozenset({"reshape", "transpose", "take", "squeeze", "expand_dims", "flatten",
-                   "strided_slice"})
-#: Elementwise ops that join a chain when their other operand is one constant value.
+MOVES = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "flatten",
+                   "strided_slice", "layout_transform"})
+#: Elementwise ops that join a chain when their other operand is one constant value (as does a
+#: take at one constant index).
 SCALINGS = frozenset({"multiply", "divide"})
 
 
@@ -54,10 +57,6 @@ def _outer(node: Node, body_inputs: Sequence[Node]) -> dict[Node, Node]:
     return dict(zip(body_inputs, node.inputs))
 
 
-def _is_scalar_constant(node: Node) -> bool:
-    return node.kind is NodeKind.CONSTANT and np.asarray(node.value).size == 1
-
-
 def only_moves(node: Node) -> bool:
     """Whether `node`'s kernel only moves data (or scales it by one constant)."""
     if node.kind is not NodeKind.OP or node.symbolic or node.pattern > OpPattern.INJECTIVE:
@@ -65,13 +64,21 @@ def only_moves(node: Node) -> bool:
     ops, inputs = _body(node)
     outer = _outer(node, inputs)
     for op in ops:
-        if op.op in SCALINGS:
-            others = [outer.get(i) for i in op.inputs[1:]]
-            if not all(o is not None and _is_scalar_constant(o) for o in others):
+        if op.op in SCALINGS or op.op == "take":  # by one constant; at one constant index
+            if not _one_constant(outer.get(op.inputs[-1]), index=op.op == "take"):
                 return False
         elif op.op not in MOVES:
             return False
     return True
+
+
+def _one_constant(node: Node | None, index: bool = True) -> bool:
+    """Whether `node` is one constant value: a scale (of any rank), or the 0-d index of a take
+    that is a slice (a take of an index array gathers, and its index loads and clamps would sit
+    in the product's inner loop)."""
+    if node is None or node.kind is not NodeKind.CONSTANT:
+        return False
+    return np.ndim(node.value) == 0 if index else np.size(node.value) == 1
 
 
 def foldable(g: Graph) -> set[Node]:
@@ -147,6 +154,7 @@ def _merged(out: Graph, consumer: Node, folded: set[Node], mapped: dict[Node, No
         ops, inputs = _body(node)
         source = _outer(node, inputs)
         body_of: dict[Node, Node] = {}
+
         def arg(i: Node) -> Node:
             if i in body_of:
                 return body_of[i]
@@ -154,7 +162,7 @@ def _merged(out: Graph, consumer: Node, folded: set[Node], mapped: dict[Node, No
 
         for op in ops:
             index = source.get(op.inputs[-1]) if op.op == "take" else None
-            if index is not None and _is_scalar_constant(index) and np.ndim(index.value) == 0:
+            if _one_constant(index):
                 body_of[op] = sliced(op, arg(op.inputs[0]), index)
             else:
                 body_of[op] = copy_node(body, op, [arg(i) for i in op.inputs])
