@@ -71,8 +71,12 @@ def pack_panels(
 
 def reads_a_run(value: Expr, lane: Var) -> bool:
     """Whether consecutive values of `lane` read consecutive elements of the source: the
-    innermost index of the first tensor read in `value` steps by one with `lane`."""
-    read = next(node for node in nodes_below(value) if isinstance(node, TensorRead))
+    innermost index of the first tensor read in `value` (0-d reads aside) steps by one with
+    `lane`."""
+    read = next((node for node in nodes_below(value)
+                 if isinstance(node, TensorRead) and node.indices), None)
+    if read is None:  # a value of scalars (a constant broadcast into the panel)
+        return False
     last = read.indices[-1]
     return const_value(substitute(last, {lane: lane + 1}) - last) == 1
 

@@ -211,15 +211,22 @@ def _copies_a_run(packed: tl.Tensor) -> bool:
     return reads_a_run(_source_read(packed.op.body[0]), packed.op.axis[-1].var)
 
 
-def _source_read(value: Expr) -> TensorRead:
+def _source_read(value: Expr) -> Expr:
     """The first tensor read in `value`, followed through the injective stages that `traverse`
-    inlines down to a read of a tensor that is stored."""
-    read = next(node for node in nodes_below(value) if isinstance(node, TensorRead))
-    while is_inlinable(op := read.tensor.op):
+    inlines down to a read of a tensor that is stored (or of a scalar: a stage that reads only
+    a 0-d constant, which is no run)."""
+    read = _first_read(value)
+    while read is not None and is_inlinable(op := read.tensor.op):
         body = op.body[read.tensor.value_index]
-        inlined = substitute(body, {iv.var: i for iv, i in zip(op.axis, read.indices)})
-        read = next(node for node in nodes_below(inlined) if isinstance(node, TensorRead))
-    return read
+        value = substitute(body, {iv.var: i for iv, i in zip(op.axis, read.indices)})
+        read = _first_read(value)
+    return value if read is None else read
+
+
+def _first_read(value: Expr) -> TensorRead | None:
+    """The first read of a tensor with indices in `value`."""
+    return next((node for node in nodes_below(value)
+                 if isinstance(node, TensorRead) and node.indices), None)
 
 
 def schedule_gemv_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tensor,
