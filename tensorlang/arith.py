@@ -109,10 +109,7 @@ def _binary_bounds(op: BinaryOp, a: Interval, b: Interval) -> Interval:
 
 def prove(cond: Expr, ranges: Ranges) -> bool | None:
     """True/False when the ranges decide `cond`, None when they do not."""
-    cond = simplify(cond, ranges)
-    if _is_const(cond):
-        return bool(cond.value)
-    return None
+    return Simplifier(ranges).prove(cond)
 
 
 # ----------------------------------------------------------------------------- symbolic bounds
@@ -322,6 +319,13 @@ class Simplifier(Mutator):
         else:
             self.ranges[var] = interval
         self._done.clear()  # what was simplified under the old ranges may simplify further
+
+    def prove(self, cond: Expr) -> bool | None:
+        """True/False when the ranges decide `cond`, None when they do not. One simplifier
+        asked several conditions on the same expressions (an index against both ends of its
+        dimension) simplifies each shared subexpression once."""
+        cond = self.visit(cond)
+        return bool(cond.value) if _is_const(cond) else None
 
     def visit(self, node: Expr) -> Expr:
         known = self._done.get(id(node))

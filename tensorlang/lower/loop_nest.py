@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arith import INF, prove, simplify, symbolic_bounds, upper_bound
+from ..arith import INF, Simplifier, simplify, symbolic_bounds, upper_bound
 from ..dtype import HANDLE
 from ..expr import (
     Binary,
@@ -291,9 +291,10 @@ class LoopNestBuilder:
         assert isinstance(op, ComputeOp)
         loops, region = self.loops[stage], self.regions[stage]
         conditions: list[Expr] = []
+        prover = Simplifier(self.ranges)
 
         def need(cond: Expr) -> None:
-            if prove(cond, self.ranges) is not True:
+            if prover.prove(cond) is not True:
                 conditions.append(cond)
 
         for cond in loops.inner_guards:
@@ -332,13 +333,15 @@ class LoopNestBuilder:
         values = {iv.var: v for iv, v in self.root_values[stage].items()}
         parts = [part for value in self.bodies[stage] for part in (
             [*value.source, value.condition] if isinstance(value, Reduce) else [value])]
-        return all(self._safe_past_edges(node) for part in parts
+        prover = Simplifier(self.ranges)  # the reads share their index arithmetic
+        return all(self._safe_past_edges(node, prover) for part in parts
                    for node in nodes_below(self._rewrite_reads(substitute(part, values))))
 
-    def _safe_past_edges(self, node: object) -> bool:
+    @staticmethod
+    def _safe_past_edges(node: object, prover: Simplifier) -> bool:
         if isinstance(node, ProducerLoad):
-            return all(prove(index >= 0, self.ranges) is True and prove(index < dim, self.ranges)
-                       is True for index, dim in zip(node.indices, node.buffer.shape))
+            return all(prover.prove(index >= 0) is True and prover.prove(index < dim) is True
+                       for index, dim in zip(node.indices, node.buffer.shape))
         return not (isinstance(node, Binary) and node.dtype.is_integer
                     and node.op in _DIVISIONS and not isinstance(node.b, Const))
 
