@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -344,6 +345,7 @@ class WorkerPool:
         if n < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {n}")
         self.workers = [_Worker(preload, standby) for _ in range(n)]
+        _POOLS.add(self)
 
     def renice(self, nice: int) -> None:
         """Set the workers' niceness relative to this process's, from now on (a worker that
@@ -419,5 +421,23 @@ class WorkerPool:
         for w in self.workers:
             w.close()
 
+    def kill(self) -> None:
+        """Kill every worker (and its spare) at once, asking nothing of it."""
+        for w in self.workers:
+            w.kill()
+            _stop(w._spare)
+            w._spare = None
+
     def __del__(self) -> None:
         self.close()
+
+
+#: The pools of this process that may have workers running (workers run in sessions of their
+#: own, so a Ctrl-C at the terminal reaches none of them: `kill_all_workers` does).
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+def kill_all_workers() -> None:
+    """Kill the workers of every pool of this process: for a process that must leave now."""
+    for pool in list(_POOLS):
+        pool.kill()

@@ -280,6 +280,46 @@ def test_ctrl_c_stops_tuning_with_130_keeps_the_log_and_no_worker_prints_a_trace
     assert not any(alive(pid) for pid in workers)  # the parent stopped them
 
 
+HANGS_WHILE_UNWINDING = """
+import signal, sys, time
+import tensorlang.cli as cli
+from autotune.workers import WorkerPool
+cli.INTERRUPT_GRACE = 0.5
+pool = WorkerPool(1)
+pool.workers[0].ensure_started()
+print(pool.workers[0].process.pid, flush=True)
+signal.signal(signal.SIGINT, cli._interrupt)
+try:
+    time.sleep(60)
+finally:
+    time.sleep(60)  # an unwinding that waits on something that never comes
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_ctrl_c_leaves_within_its_grace_when_the_unwinding_hangs(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
+                                                                                  "")]))
+    proc = subprocess.Popen([sys.executable, "-c", HANGS_WHILE_UNWINDING], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        worker = int(proc.stdout.readline())
+        assert alive(worker)
+        start = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - start < 10
+    assert err.strip().splitlines()[-1] == "tensorlang: interrupted"
+    deadline = time.monotonic() + 5
+    while alive(worker) and time.monotonic() < deadline:  # killed, then reaped by init
+        time.sleep(0.05)
+    assert not alive(worker)
+
+
 def test_the_console_script_is_declared() -> None:
     assert '"tensorlang = tensorlang.cli:main"' in (ROOT / "setup.py").read_text()
 

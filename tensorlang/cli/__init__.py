@@ -11,6 +11,10 @@ Not part of the `tensorlang` library: nothing in the library imports it (tests/t
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
 import warnings
 from collections.abc import Sequence
 
@@ -32,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     1 for the others.
     """
     formatwarning, warnings.formatwarning = warnings.formatwarning, _one_line_warning
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _interrupt) if in_main_thread else None
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="tensorlang",
                         standalone_mode=False)
@@ -50,7 +56,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         warnings.formatwarning = formatwarning
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return code if isinstance(code, int) else 0
+
+
+#: Seconds a Ctrl-C leaves the command to unwind (stop its workers, close its log) before it
+#: leaves anyway.
+INTERRUPT_GRACE = 10.0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C: a KeyboardInterrupt, as Python raises it, whose unwinding stops the measurement
+    workers and ends with "tensorlang: interrupted" and code 130. The unwinding may wait on a
+    worker (a build in flight, which runs in a session of its own and got no signal) or on a
+    lock the interrupt left taken: past `INTERRUPT_GRACE` seconds the workers are killed and
+    the process leaves with the same line and code."""
+    timer = threading.Timer(INTERRUPT_GRACE, _leave_now)
+    timer.daemon = True
+    timer.start()
+    raise KeyboardInterrupt
+
+
+def _leave_now() -> None:
+    from autotune.workers import kill_all_workers
+
+    kill_all_workers()
+    sys.stderr.write("tensorlang: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
 
 
 __all__ = ["cli", "main"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import autotune
 import tensorlang as tl
+from autotune.auto_schedule.registry import PREFIX as AUTO_PREFIX
 from autotune.record import encode
 from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 
@@ -82,8 +83,8 @@ def settle_in_model(g: Graph, log_file: str | os.PathLike[str], target: str | tl
         sums[0] += 1
         sums[1] += statistics.median(run[plain_at[step.name]] for run in runs[0])
         sums[2] += statistics.median(run[k] for run in runs[1])
-    verdicts = [KernelVerdict(autotune.create_task(name, args, str(tgt)), int(calls),
-                              plain / calls, fast / calls)
+    verdicts = [KernelVerdict(_task(name, args, str(tgt)), int(calls), plain / calls,
+                              fast / calls)
                 for (name, args), (calls, plain, fast) in totals.items()]
     lines = [_fallback_line(v.task, v.untuned) for v in verdicts if not v.kept]
     if any(lines):
@@ -104,11 +105,19 @@ def _tuned_workloads(g: Graph, log_file: str | os.PathLike[str], tgt: tl.Target
             if spec.workload is None or spec.config in (None, "fallback"):
                 continue
             if spec.workload not in fallbacks:
-                fallback = autotune.create_task(*spec.workload, str(tgt)).fallback_config()
+                fallback = _task(*spec.workload, str(tgt)).fallback_config()
                 fallbacks[spec.workload] = None if fallback is None else fallback.index
             if spec.config != fallbacks[spec.workload]:
                 out[node.name] = spec.workload
     return out
+
+
+def _task(name: str, args: tuple, target: str) -> autotune.Task:
+    """The task of a workload as its tuner had it: an auto-scheduled one (named
+    "auto/<workload>") is made from its workload, so that its records carry their traces."""
+    if name.startswith(AUTO_PREFIX):
+        return autotune.create_task(name.removeprefix(AUTO_PREFIX), args, target)
+    return autotune.create_task(name, args, target)
 
 
 def _fallback_line(task: autotune.Task, untuned: float) -> str | None:
