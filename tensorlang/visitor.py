@@ -153,10 +153,12 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(children(current)))
 
 
-def nodes_below(node: Node, left_to_right: bool = False) -> Iterator[Node]:
+def nodes_below(node: Node, left_to_right: bool = False,
+                stop_at: type | tuple[type, ...] = ()) -> Iterator[Node]:
     """`node` and every node below it, parents first, each shared node once (cheaper than
     post_order_visit where only the set matters); `left_to_right` visits children in order, so
-    leaves come in the order `post_order_visit` meets them."""
+    leaves come in the order `post_order_visit` meets them. Nodes of the `stop_at` types are
+    yielded but not descended into."""
     seen: set[int] = set()
     stack = [node]
     while stack:
@@ -165,6 +167,8 @@ def nodes_below(node: Node, left_to_right: bool = False) -> Iterator[Node]:
             continue
         seen.add(id(current))
         yield current
+        if isinstance(current, stop_at):
+            continue
         below = children(current)
         stack.extend(reversed(below) if left_to_right else below)
 

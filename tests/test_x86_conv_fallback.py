@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from topi_check import assert_close, in_target, run_op, uniform
+from topi_check import (assert_close, assert_conv2d_NCHWc_fallback_matches, in_target, run_op,
+                        uniform)
 
 import tensorlang as tl
 from topi import nn, x86
@@ -126,21 +127,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_fallback_matches_numpy(case, target, rng):
     c, h, w, k, r, s, stride, padding = case
-
-    def run():
-        lanes = tl.Target.current().vector_lanes("float32")
-        blocked = c % lanes == 0
-        shape = (1, c // lanes, h, w, lanes) if blocked else (1, c, h, w)
-        bo = lanes if k % lanes == 0 else 1
-        arrays = [uniform(rng, *shape), uniform(rng, k // bo, c, r, s, bo)]
-        data = tl.placeholder(shape, name="data")
-        kernel = tl.placeholder(arrays[1].shape, name="kernel")
-        out = nn.conv2d_NCHWc(data, kernel, stride, padding, 1)
-        got = run_op(out, [data, kernel], arrays, x86.schedule_conv2d_NCHWc)
-        return got, ref.conv2d_NCHWc_python(*arrays, stride, padding, 1)
-
-    got, expected = in_target(target, run)
-    assert_close(got, expected, c * r * s)
+    assert_conv2d_NCHWc_fallback_matches(rng, target, c, h, w, k, r, s, stride, padding)
 
 
 @pytest.mark.usefixtures("two_threads")

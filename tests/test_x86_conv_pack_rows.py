@@ -5,25 +5,18 @@ unrolled rows, an 8-row one (AVX2) in one, and the convolution stays right on aw
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
 
 import tensorlang as tl
-import topi
 from topi.x86.conv2d import PACK_ROWS_UNROLLED
-from topi_check import assert_conv2d_nchw_matches
+from topi_check import assert_conv2d_nchw_matches, fallback_conv2d_nchw
 
 
 def _lowered(target: str, shape, kernel, stride, padding):
-    data = tl.placeholder(shape, name="data")
-    weight = tl.placeholder(kernel, name="kernel")
     with tl.Target(target):
-        out = topi.nn.conv2d_nchw(data, weight, stride, padding, 1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the fallback config's warning
-            s = topi.x86.schedule_conv2d_nchw(out)
-        return s, [data, weight, out], str(tl.lower(s, [data, weight, out]))
+        s, tensors = fallback_conv2d_nchw(shape, kernel, stride, padding)
+        return s, tensors, str(tl.lower(s, tensors))
 
 
 def _packing_stores(lowered: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -10,6 +11,8 @@ import numpy as np
 import tensorlang as tl
 import topi
 from tensorlang.arith import const_value
+from topi import nn
+from topi import testing as ref
 
 
 def shape_of(t: tl.Tensor) -> tuple[int, ...]:
@@ -82,3 +85,34 @@ def assert_conv2d_nchw_matches(f: Callable[..., object], shape: tuple[int, ...],
     y = np.empty(expected.shape, "float32")
     f(x, w, y)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+def assert_conv2d_NCHWc_fallback_matches(rng: np.random.Generator, target: str | None,
+                                         c: int, h: int, w: int, k: int, r: int, s: int,
+                                         stride: int, padding: int) -> None:
+    """topi.x86's conv2d_NCHWc fallback on c -> k channels (blocked by the target's lanes where
+    they divide, else one block per channel) against the numpy reference."""
+    def run():
+        lanes = tl.Target.current().vector_lanes("float32")
+        shape = (1, c // lanes, h, w, lanes) if c % lanes == 0 else (1, c, h, w)
+        bo = lanes if k % lanes == 0 else 1
+        arrays = [uniform(rng, *shape), uniform(rng, k // bo, c, r, s, bo)]
+        data = tl.placeholder(shape, name="data")
+        kernel = tl.placeholder(arrays[1].shape, name="kernel")
+        out = nn.conv2d_NCHWc(data, kernel, stride, padding, 1)
+        got = run_op(out, [data, kernel], arrays, topi.x86.schedule_conv2d_NCHWc)
+        return got, ref.conv2d_NCHWc_python(*arrays, stride, padding, 1)
+
+    got, expected = in_target(target, run)
+    assert_close(got, expected, c * r * s)
+
+
+def fallback_conv2d_nchw(shape: tuple[int, ...], kernel: tuple[int, ...], stride: int,
+                         padding: int | tuple[int, int]) -> tuple[tl.Schedule, list[tl.Tensor]]:
+    """topi's conv2d_nchw with the x86 template's fallback schedule, under the current target."""
+    data = tl.placeholder(shape, name="data")
+    weight = tl.placeholder(kernel, name="kernel")
+    out = topi.nn.conv2d_nchw(data, weight, stride, padding, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback config's warning
+        return topi.x86.schedule_conv2d_nchw(out), [data, weight, out]

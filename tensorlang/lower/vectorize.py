@@ -58,7 +58,7 @@ from ..ir import (
     seq,
 )
 from ..schedule import ScheduleError
-from ..visitor import Mutator, children, structural_equal, substitute, uses_var
+from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
 
 MAX_LANES = 64
 """The longest vector a constant extent becomes in one piece; longer ones run in native chunks."""
@@ -305,16 +305,7 @@ def _nodes_but_buffers(body: Stmt) -> Iterator[Node]:
     """`nodes_below(body)` without descending into the buffers that accesses name (their shapes
     hold no access, loop or allocation): the walks of this pass run once per vectorized loop,
     and every access would otherwise lead into its buffer's declaration."""
-    seen: set[int] = set()
-    stack: list[Node] = [body]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        if not isinstance(node, Buffer):
-            stack += children(node)
+    return nodes_below(body, stop_at=Buffer)
 
 
 def _lane_hazard(body: Stmt) -> str | None:
