@@ -26,7 +26,7 @@ from .aligned import aligned_empty
 from .buckets import bucket_kernels, log_buckets
 from .cache import compiler_version, get_kernel, request_kernel
 from .graph import Graph, Node, NodeKind, op_label
-from .kernel import Pack, kernel_spec
+from .kernel import KernelSpec, Pack, kernel_spec
 from .module import Module, Step
 from .ops import tensor_spec
 from .passes import PIPELINE, Pass, optimize, plan_memory
@@ -111,8 +111,9 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
         arena, buffers = _arena_views(optimized, plan)
         # A concatenation in place is written by its producers: it has no kernel.
         ops = [n for n in optimized.ops if n.name not in plan.in_place]
-        steps = [Step(node.name, op_label(node), kernel, _arguments(node, weights, buffers))
-                 for node, kernel, weights in _kernels(ops, tgt, cache_dir, prepack, untuned)]
+        steps = [Step(node.name, op_label(node), kernel, _arguments(node, weights, buffers), tuned)
+                 for node, kernel, weights, tuned in _kernels(ops, tgt, cache_dir, prepack,
+                                                               untuned)]
     _warn_untuned(untuned, log_file)
     return Module(optimized, plan, steps, arena, buffers, tgt)
 
@@ -143,8 +144,9 @@ def _build_symbolic(g: Graph, log_file: Any, tgt: tl.Target, cache_dir: Any, ver
         buckets = log_buckets(autotune.load_records(log_file)) if log_file is not None else {}
         optimized = optimize(g, verbose=verbose, pipeline=pipeline)
         steps, operands, serial, variants = [], [], [], []
-        for node, kernel, weights in _kernels(optimized.ops, tgt, cache_dir, prepack, untuned):
-            steps.append(Step(node.name, op_label(node), kernel, []))
+        for node, kernel, weights, tuned in _kernels(optimized.ops, tgt, cache_dir, prepack,
+                                                     untuned):
+            steps.append(Step(node.name, op_label(node), kernel, [], tuned))
             operands.append(node_operands(node, weights))
             variants.append(bucket_kernels(node, kernel.key, buckets, prepack, tgt, cache_dir))
             serial.append(None if variants[-1] else
@@ -192,11 +194,21 @@ def _arena_views(g: Graph, plan: Any) -> tuple[np.ndarray, dict[str, np.ndarray]
     return arena, views
 
 
+def _record_of(spec: KernelSpec) -> tuple[str, tuple, int] | None:
+    """(template name, args, config index) of the tuning record that schedules `spec`'s
+    kernel, or None where none does."""
+    if spec.workload is None or spec.config in (None, "fallback"):
+        return None
+    index = spec.config["index"] if isinstance(spec.config, dict) else spec.config
+    return (*spec.workload, int(index))
+
+
 def _kernels(ops: Sequence[Node], tgt: tl.Target, cache_dir: Any, prepack: bool,
              untuned: dict[str, tuple[str, tuple]]
-             ) -> Iterator[tuple[Node, Any, dict[int, np.ndarray]]]:
-    """Each of the op nodes `ops` with its compiled kernel and its pre-packed weights (by input
-    index); workloads on fallback configs are noted in `untuned`. Every kernel is requested
+             ) -> Iterator[tuple[Node, Any, dict[int, np.ndarray], tuple[str, tuple, int] | None]]:
+    """Each of the op nodes `ops` with its compiled kernel, its pre-packed weights (by input
+    index) and the tuning record that scheduled it (`_record_of`); workloads on fallback
+    configs are noted in `untuned`. Every kernel is requested
     before the first is waited for: LLVM compiles one while the next is lowered (cache.py)."""
     requests = []
     for node in ops:
@@ -212,7 +224,7 @@ def _kernels(ops: Sequence[Node], tgt: tl.Target, cache_dir: Any, prepack: bool,
     for node, spec, kernel, packs in requests:
         yield node, kernel.result(), {
             p.index: _prepacked(p, node, pack_key, pack_kernel.result(), tgt, packed)
-            for p, (pack_key, pack_kernel) in zip(spec.packs, packs)}
+            for p, (pack_key, pack_kernel) in zip(spec.packs, packs)}, _record_of(spec)
 
 
 def _arguments(node: Node, weights: dict[int, np.ndarray],

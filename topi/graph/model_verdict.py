@@ -25,11 +25,9 @@ from autotune.auto_schedule.registry import PREFIX as AUTO_PREFIX
 from autotune.record import encode
 from autotune.result import MeasureErrorNo, MeasureInput, MeasureResult
 
-from .build import as_target, build, tuning_context
+from .build import as_target, build
 from .graph import Graph
-from .kernel import kernel_spec
 from .model_io import random_inputs
-from .passes import optimize
 
 #: How much slower in the model (summed over a workload's calls) its tuned kernels may be.
 MARGIN = 0.02
@@ -73,43 +71,29 @@ def settle_in_model(g: Graph, log_file: str | os.PathLike[str], target: str | tl
         runs[0].append(untuned.step_seconds(number, inputs, fastest=True))
         runs[1].append(tuned.step_seconds(number, inputs, fastest=True))
     plain_at = {step.name: k for k, step in enumerate(untuned.steps)}
-    workloads = _tuned_workloads(g, log_file, tgt)
+    tasks: dict[tuple[str, tuple], tuple[autotune.Task, int | None]] = {}  # and its fallback
     totals: dict[tuple[str, tuple], list[float]] = {}  # workload -> [calls, untuned, tuned]
     for k, step in enumerate(tuned.steps):
-        workload = workloads.get(step.name)
-        if workload is None or step.name not in plain_at:
+        if step.tuned is None or step.name not in plain_at:
             continue
-        sums = totals.setdefault(workload, [0, 0.0, 0.0])
+        name, args, index = step.tuned
+        if (name, args) not in tasks:
+            task = _task(name, args, str(tgt))
+            fallback = task.fallback_config()
+            tasks[name, args] = task, None if fallback is None else fallback.index
+        if index == tasks[name, args][1]:
+            continue  # the fallback's own record: the untuned kernel
+        sums = totals.setdefault((name, args), [0, 0.0, 0.0])
         sums[0] += 1
         sums[1] += statistics.median(run[plain_at[step.name]] for run in runs[0])
         sums[2] += statistics.median(run[k] for run in runs[1])
-    verdicts = [KernelVerdict(_task(name, args, str(tgt)), int(calls), plain / calls,
-                              fast / calls)
-                for (name, args), (calls, plain, fast) in totals.items()]
+    verdicts = [KernelVerdict(tasks[workload][0], int(calls), plain / calls, fast / calls)
+                for workload, (calls, plain, fast) in totals.items()]
     lines = [_fallback_line(v.task, v.untuned) for v in verdicts if not v.kept]
     if any(lines):
         with open(log_file, "a") as f:
             f.write("".join(line + "\n" for line in lines if line is not None))
     return verdicts
-
-
-def _tuned_workloads(g: Graph, log_file: str | os.PathLike[str], tgt: tl.Target
-                     ) -> dict[str, tuple[str, tuple]]:
-    """Node name -> (template name, args) of the nodes whose kernel a record of the log
-    schedules with another config than the fallback."""
-    out = {}
-    fallbacks: dict[tuple[str, tuple], int | None] = {}
-    with tuning_context(log_file, tgt):
-        for node in optimize(g).ops:
-            spec = kernel_spec(node)
-            if spec.workload is None or spec.config in (None, "fallback"):
-                continue
-            if spec.workload not in fallbacks:
-                fallback = _task(*spec.workload, str(tgt)).fallback_config()
-                fallbacks[spec.workload] = None if fallback is None else fallback.index
-            if spec.config != fallbacks[spec.workload]:
-                out[node.name] = spec.workload
-    return out
 
 
 def _task(name: str, args: tuple, target: str) -> autotune.Task:

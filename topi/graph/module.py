@@ -28,12 +28,14 @@ from .passes import MemoryPlan
 @dataclass
 class Step:
     """One kernel call: the node it computes, the ops it runs (`graph.op_label`, e.g.
-    "conv2d+bias_add+clip"), and the arrays it takes (inputs, then output)."""
+    "conv2d+bias_add+clip"), the arrays it takes (inputs, then output), and the tuning record
+    that scheduled its kernel as (template name, args, config index), None without one."""
 
     name: str
     op: str
     kernel: CompiledKernel
     arrays: list[np.ndarray]
+    tuned: tuple[str, tuple, int] | None = None
 
 
 def _address(a: np.ndarray) -> int:
