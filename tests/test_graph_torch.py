@@ -364,6 +364,14 @@ def test_scaled_dot_product_attention(kwargs):
                                           (2 * kv_heads, 5 * heads // kv_heads, 10)]
 
 
+def test_one_key_value_head_serves_every_query_head_without_enable_gqa():
+    """The head axes broadcast as PyTorch's batch axes do: multi-query attention (Falcon's)."""
+    needs("where")
+    fn = Lambda(lambda q, k, v: nn.functional.scaled_dot_product_attention(q, k, v))
+    g = check(fn, *sdpa_inputs(4, 1), rtol=1e-4, atol=1e-5)
+    assert [n.shape for n in g.ops if n.op == "batch_matmul"] == [(2, 20, 7), (2, 20, 10)]
+
+
 def test_attention_reads_repeated_keys_and_values_once():
     """transformers' repeat_kv (expand + reshape) in front of attention is undone: grouped-query
     attention reads each key/value head for its group of query heads."""

@@ -118,6 +118,16 @@ def _text() -> dict[str, Any]:
             max_position_embeddings=64, use_cache=False, **small)), "ids"),
         "deberta_v2": (lambda: transformers.DebertaV2Model(transformers.DebertaV2Config(
             vocab_size=97, **small)), "ids"),
+        # 1-D convolutions: ConvBERT's span-based dynamic convolution (a depthwise separable
+        # Conv1d, and an unfold that gathers through a pad), SqueezeBERT's grouped Conv1d layers.
+        "convbert": (lambda: transformers.ConvBertModel(transformers.ConvBertConfig(
+            vocab_size=97, embedding_size=32, **small)), "ids"),
+        "squeezebert": (lambda: transformers.SqueezeBertModel(transformers.SqueezeBertConfig(
+            vocab_size=97, embedding_size=32, **small)), "ids"),
+        # Multi-query attention: one key/value head broadcast to every query head.
+        "falcon": (lambda: transformers.FalconModel(transformers.FalconConfig(
+            vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            use_cache=False)), "ids"),
         "hf_vit": (lambda: transformers.ViTModel(transformers.ViTConfig(
             image_size=32, patch_size=8, **small)), 32),
         "hf_swin": (lambda: transformers.SwinModel(transformers.SwinConfig(
@@ -132,7 +142,7 @@ VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "go
           "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
           "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
 TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext",
-        "t5_encoder", "phi", "deberta_v2")
+        "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon")
 
 
 def get(name: str) -> tuple[Any, tuple]:

@@ -180,6 +180,19 @@ class GraphWriter:
                 "reshape", source, newshape=shape)
         return self.op("reshape", x, newshape=shape)
 
+    def one_row(self, x: Value) -> Value:
+        """`x` (N, C, L) as (N, C, 1, L): a 1-D convolution or pooling is the 2-D one of images
+        one row high (its weight, (O, C / groups, K), lifts the same way), so it runs on the 2-D
+        kernels and their tuning; `drop_row` takes the row away from the result."""
+        shape = shape_of(x)
+        require(len(shape) == 3, f"a 1-D window over an input of rank {len(shape)}")
+        return self.reshape(x, (*shape[:2], 1, shape[2]))
+
+    def drop_row(self, y: Value) -> Value:
+        """The (N, C, L) value of a 1-D window's result computed one row high (`one_row`)."""
+        shape = shape_of(y)
+        return self.reshape(y, (*shape[:2], shape[3]))
+
     def _on_rows(self, op_name: str, inputs: tuple, attrs: dict) -> Value | None:
         """An elementwise op on values reshaped from 2-D rows (`dense_rows` folds the leading
         axes of a linear layer's input into rows and reshapes its output back), computed on the

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -127,6 +128,19 @@ class _Attrs:
         if isinstance(value, list):
             return [v.decode() if isinstance(v, bytes) else v for v in value]
         return value
+
+    def lift_to_rows(self) -> None:
+        """Rewrite a 1-D window's attributes as those of the 2-D window one row high
+        (`GraphWriter.one_row`): a kernel, a stride and a dilation of 1 and no padding across."""
+        lifted = {"kernel_shape": lambda v: [1, *v], "strides": lambda v: [1, *v],
+                  "dilations": lambda v: [1, *v], "output_padding": lambda v: [0, *v],
+                  "output_shape": lambda v: [1, *v[-1:]], "pads": lambda v: [0, v[0], 0, v[1]]}
+        for name, lift in lifted.items():
+            value = self._values.get(name)
+            if value is not None:
+                require(len(value) == (2 if name == "pads" else 1),
+                        f"{name}={list(value)} for a 1-D window")
+                self._values[name] = lift(list(value))
 
     def check_all_read(self) -> None:
         unread = sorted(set(self._values) - self._read)
@@ -490,7 +504,23 @@ def _conv_window(inputs: list, attrs: _Attrs) -> tuple:
     return x, w, bias, kernel, _spatial(attrs, "strides"), _spatial(attrs, "dilations")
 
 
+def _one_dimensional_too(convert: Converter) -> Converter:
+    """A converter of 2-D windows (Conv, ConvTranspose, pooling) that takes 1-D ones, on
+    (N, C, L) inputs, as well: computed one row high (`GraphWriter.one_row`), the row dropped
+    from the result."""
+    @functools.wraps(convert)
+    def converter(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+        if len(shape_of(inputs[0])) != 3:
+            return convert(im, inputs, attrs)
+        attrs.lift_to_rows()
+        # The input and a convolution's weight; a bias, (O,), applies along axis 1 either way.
+        lifted = [im.one_row(v) if k < 2 and v is not None else v for k, v in enumerate(inputs)]
+        return [im.drop_row(y) for y in convert(im, lifted, attrs)]
+    return converter
+
+
 @_converter("Conv")
+@_one_dimensional_too
 def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
@@ -500,6 +530,7 @@ def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 
 @_converter("ConvTranspose")
+@_one_dimensional_too
 def _conv_transpose(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     out_pad = _spatial(attrs, "output_padding", 0)
@@ -576,6 +607,7 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
 
 
 @_converter("MaxPool")
+@_one_dimensional_too
 def _max_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     require(attrs.get("storage_order", 0) == 0, "storage_order=1")
     require(len(im.node.output) < 2 or not im.node.output[1], "the Indices output")
@@ -583,6 +615,7 @@ def _max_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 
 @_converter("AveragePool")
+@_one_dimensional_too
 def _avg_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     args = _pool_common(im, inputs[0], attrs)
     include = bool(attrs.get("count_include_pad", 0))

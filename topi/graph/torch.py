@@ -539,10 +539,37 @@ def _conv_transpose2d(im: _Importer, x: Value, w: Value, bias: Value | None = No
     return y if bias is None else im.op("bias_add", y, bias, axis=1)
 
 
+def _one_row_window(v: Any, across: int) -> tuple[int, int]:
+    """A 1-D window's kernel, stride, padding or dilation (an int or a list of one) as that of
+    the 2-D window one row high (`GraphWriter.one_row`), `across` along the row axis."""
+    v = list(v) if isinstance(v, (tuple, list)) else [v]
+    require(len(v) == 1, f"{v} for a 1-D window")
+    return (across, int(v[0]))
+
+
+@_converter("aten.conv1d")
+def _conv1d(im: _Importer, x: Value, w: Value, bias: Value | None = None, stride: Any = 1,
+            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Value:
+    return _convolution(im, x, w, bias, stride, padding, dilation, False, 0, groups)
+
+
+@_converter("aten.conv_transpose1d")
+def _conv_transpose1d(im: _Importer, x: Value, w: Value, bias: Value | None = None,
+                      stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                      groups: int = 1, dilation: Any = 1) -> Value:
+    return _convolution(im, x, w, bias, stride, padding, dilation, True, output_padding, groups)
+
+
 @_converter("aten.convolution")
 def _convolution(im: _Importer, x: Value, w: Value, bias: Value | None, stride: Any,
                  padding: Any, dilation: Any, transposed: bool, output_padding: Any,
                  groups: int) -> Value:
+    if len(shape_of(x)) == 3:  # a 1-D convolution, computed one row high
+        pads = padding if isinstance(padding, str) else _one_row_window(padding, 0)
+        return im.drop_row(_convolution(
+            im, im.one_row(x), im.one_row(w), bias, _one_row_window(stride, 1), pads,
+            _one_row_window(dilation, 1), transposed, _one_row_window(output_padding, 0),
+            groups))
     if transposed:
         return _conv_transpose2d(im, x, w, bias, stride, padding, output_padding, groups,
                                  dilation)
@@ -646,6 +673,28 @@ def _avg_pool2d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
     require(divisor_override is None, "divisor_override")
     return im.op("avg_pool2d", x, ceil_mode=bool(ceil_mode),
                  count_include_pad=bool(count_include_pad), **_pool_args(kernel, stride, padding))
+
+
+def _one_row_pool_args(kernel: Any, stride: Any, padding: Any) -> tuple:
+    """A 1-D pooling's kernel, stride (none: the kernel's) and padding, one row high."""
+    kernel = _one_row_window(kernel, 1)
+    stride = kernel if stride in (None, [], ()) else _one_row_window(stride, 1)
+    return kernel, stride, _one_row_window(padding, 0)
+
+
+@_converter("aten.max_pool1d", "aten.max_pool1d_with_indices")
+def _max_pool1d(im: _Importer, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    y = _max_pool2d(im, im.one_row(x), *_one_row_pool_args(kernel, stride, padding),
+                    _one_row_window(dilation, 1), ceil_mode)
+    return (im.drop_row(y[0]), None) if isinstance(y, tuple) else im.drop_row(y)
+
+
+@_converter("aten.avg_pool1d")
+def _avg_pool1d(im: _Importer, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                ceil_mode: bool = False, count_include_pad: bool = True) -> Value:
+    return im.drop_row(_avg_pool2d(im, im.one_row(x), *_one_row_pool_args(kernel, stride, padding),
+                                   ceil_mode, count_include_pad))
 
 
 @_converter("aten.adaptive_avg_pool2d", "aten._adaptive_avg_pool2d", "aten.adaptive_max_pool2d")
@@ -1276,7 +1325,9 @@ def _sdpa(im: _Importer, q: Value, k: Value, v: Value, attn_mask: Value | None =
           dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
           enable_gqa: bool = False) -> Value:
     require(dropout_p == 0, f"dropout_p={dropout_p} (only inference)")
-    require(enable_gqa or len(shape_of(q)) < 3 or shape_of(k)[-3] == shape_of(q)[-3],
+    # Without enable_gqa the head axes broadcast as batch axes do: equal, or one key/value
+    # head for every query head (multi-query attention, Falcon's).
+    require(enable_gqa or len(shape_of(q)) < 3 or shape_of(k)[-3] in (1, shape_of(q)[-3]),
             "query and key/value head counts differ without enable_gqa")
     k, v = _unrepeated_kv(k), _unrepeated_kv(v)
     return im.attention(q, k, v, attn_mask, is_causal=bool(is_causal), scale=scale)
