@@ -364,6 +364,15 @@ def test_scaled_dot_product_attention(kwargs):
                                           (2 * kv_heads, 5 * heads // kv_heads, 10)]
 
 
+def test_an_empty_slice_adds_nothing_to_a_concatenation():
+    """x[..., 4:] of an axis of 4 is empty (Phi-3's rotary embedding over the whole head leaves
+    no dimensions to pass through): the concatenation keeps the other pieces."""
+    fn = Lambda(lambda x: torch.cat((torch.sin(x[..., :4]), x[..., 4:]), dim=-1))
+    check(fn, (2, 3, 4))
+    fn = Lambda(lambda x: torch.cat((x[:, 5:7], x[:, :2] * 3), dim=1))
+    check(fn, (2, 5))
+
+
 def test_one_key_value_head_serves_every_query_head_without_enable_gqa():
     """The head axes broadcast as PyTorch's batch axes do: multi-query attention (Falcon's)."""
     needs("where")

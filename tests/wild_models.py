@@ -124,6 +124,10 @@ def _text() -> dict[str, Any]:
             vocab_size=97, embedding_size=32, **small)), "ids"),
         "squeezebert": (lambda: transformers.SqueezeBertModel(transformers.SqueezeBertConfig(
             vocab_size=97, embedding_size=32, **small)), "ids"),
+        # Rotary embedding over the whole head: the slice passed through is empty.
+        "phi3": (lambda: transformers.Phi3Model(transformers.Phi3Config(
+            vocab_size=97, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
+            pad_token_id=0, **small)), "ids"),
         # Multi-query attention: one key/value head broadcast to every query head.
         "falcon": (lambda: transformers.FalconModel(transformers.FalconConfig(
             vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -142,7 +146,7 @@ VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "go
           "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
           "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
 TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext",
-        "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon")
+        "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon", "phi3")
 
 
 def get(name: str) -> tuple[Any, tuple]:

@@ -797,8 +797,9 @@ def _t(im: _Importer, x: Value) -> Value:
 
 @_converter("aten.cat", "aten.concat")
 def _cat(im: _Importer, tensors: Sequence[Value], dim: int = 0) -> Value:
-    # PyTorch skips 1-D empty tensors whatever the others' rank (an empty key/value cache).
-    kept = [t for t in tensors if shape_of(t) != (0,)]
+    # PyTorch skips 1-D empty tensors whatever the others' rank (an empty key/value cache);
+    # pieces empty along `dim` add nothing.
+    kept = [t for t in tensors if shape_of(t) != (0,) and shape_of(t)[dim] != 0]
     require(len(kept) > 0, "cat of empty tensors only")
     return kept[0] if len(kept) == 1 else im.op("concatenate", *kept, axis=int(dim))
 
@@ -812,6 +813,12 @@ def _slice(im: _Importer, x: Value, dim: int = 0, start: Any = None, end: Any = 
                              [dim % len(shape_of(x))], [step])
     start = 0 if start is None else int(start)
     end = n if end is None else min(int(end), n)
+    if not range(*slice(start, end, int(step)).indices(n)):
+        # An empty piece (a rotary embedding over the whole head leaves nothing to pass
+        # through): an array of no elements, which concatenation drops.
+        shape = list(shape_of(x))
+        shape[dim] = 0
+        return np.zeros(shape, dtype_of(x))
     return im.op("strided_slice", x, begin=(start,), end=(end,), strides=(int(step),),
                  axes=(dim % len(shape_of(x)),))
 
