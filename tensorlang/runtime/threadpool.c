@@ -29,11 +29,13 @@ static int tl_num_workers = 0;      /* started worker threads */
 static volatile int tl_generation = 0;
 static tl_task_fn tl_job_fn;
 static void *tl_job_closure;
-static int tl_job_tasks;
-/* Task ids are claimed with fetch_add; between jobs the counter holds TL_IDLE, so a worker that
- * arrives late claims nothing, whatever job fields it reads. */
-#define TL_IDLE (1 << 30)
-static int tl_next_task = TL_IDLE;
+/* Tasks are claimed with one fetch_add on a word that holds the job's task count (high half)
+ * and the next task id (low half), so a claim and the count it is checked against come from the
+ * same job. Between jobs the word is 0: a worker that arrives late claims nothing. (With the
+ * count in a field of its own, a worker whose claim failed at the end of one job could read the
+ * next job's larger count, run a task of that job that was never claimed for it, and count it
+ * done twice: the caller then returned while a task still read its closure from the stack.) */
+static int64_t tl_claims = 0;
 static int tl_pending;              /* tasks not finished */
 static __thread int tl_in_task = 0;
 
@@ -46,9 +48,10 @@ static inline void tl_pause(void) {
 static void tl_run_tasks(void) {
     tl_in_task = 1;
     for (;;) {
-        int task = __atomic_fetch_add(&tl_next_task, 1, __ATOMIC_ACQ_REL);
-        if (task >= TL_IDLE || task >= tl_job_tasks) break;
-        tl_job_fn(task, tl_job_tasks, tl_job_closure);
+        int64_t claim = __atomic_fetch_add(&tl_claims, 1, __ATOMIC_ACQ_REL);
+        int32_t task = (int32_t)(claim & 0xffffffff), tasks = (int32_t)(claim >> 32);
+        if (task >= tasks) break;
+        tl_job_fn(task, tasks, tl_job_closure);
         __atomic_fetch_sub(&tl_pending, 1, __ATOMIC_ACQ_REL);
     }
     tl_in_task = 0;
@@ -130,10 +133,9 @@ void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n) {
     tl_ensure_workers(workers);
     tl_job_fn = fn;
     tl_job_closure = closure;
-    tl_job_tasks = n;
     __atomic_store_n(&tl_pending, n, __ATOMIC_RELEASE);
     /* Task 0 is the caller's; workers claim the others. */
-    __atomic_store_n(&tl_next_task, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&tl_claims, ((int64_t)n << 32) | 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&tl_lock);
     __atomic_add_fetch(&tl_generation, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&tl_wake);
@@ -144,7 +146,7 @@ void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n) {
     tl_in_task = 0;
     tl_run_tasks();
     while (__atomic_load_n(&tl_pending, __ATOMIC_ACQUIRE) > 0) tl_pause();
-    __atomic_store_n(&tl_next_task, TL_IDLE, __ATOMIC_RELEASE);
+    __atomic_store_n(&tl_claims, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&tl_submit);
 }
 
