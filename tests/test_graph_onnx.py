@@ -457,6 +457,11 @@ _RESIZES = [
     ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, None, (7, 3)),
     ({"mode": "cubic"}, None, (9, 10)),
     ({"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, None, (4, 3)),
+    # To the input's own size, every option given (a position table already at its size).
+    ({"mode": "cubic", "cubic_coeff_a": -0.75, "exclude_outside": 0,
+      "coordinate_transformation_mode": "half_pixel"}, None, (5, 6)),
+    ({"mode": "nearest", "nearest_mode": "floor", "extrapolation_value": 0.0}, (1, 1, 1, 1),
+     None),
 ]
 
 

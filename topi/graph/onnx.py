@@ -1054,15 +1054,17 @@ def _resize(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 
 def _resize2d(im: _Importer, x: Value, size: Sequence[int], mode: str, transform: str,
               attrs: _Attrs) -> Value:
+    require(mode in ("nearest", "linear", "cubic"), f"unsupported mode={mode!r}")
+    # Read before the identity check, which skips the op: a resize to the input's own size
+    # (DINOv2's and BEiT's position tables at the pretraining size) carries them all the same.
+    options = dict(nearest_mode=attrs.get("nearest_mode", "round_prefer_floor"),
+                   cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+                   exclude_outside=bool(attrs.get("exclude_outside", 0)),
+                   extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
     if tuple(size) == shape_of(x)[2:]:
         return x
-    require(mode in ("nearest", "linear", "cubic"), f"unsupported mode={mode!r}")
     return im.op("resize2d", x, size=tuple(size), method=mode,
-                 coordinate_transformation_mode=transform,
-                 nearest_mode=attrs.get("nearest_mode", "round_prefer_floor"),
-                 cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
-                 exclude_outside=bool(attrs.get("exclude_outside", 0)),
-                 extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
+                 coordinate_transformation_mode=transform, **options)
 
 
 @_converter("Upsample")
