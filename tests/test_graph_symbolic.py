@@ -325,3 +325,27 @@ def test_profile_at_a_size(encoder_module):
     # last run's output is the call's.
     prepared = encoder_module._prepare(encoder_module.bind(list(inputs.values())))
     np.testing.assert_array_equal(prepared.output_buffers[0], expected)
+
+
+def test_shape_arithmetic_mixes_symbolic_sizes_with_int64_constants():
+    """A symbolic size times an int64 constant (SqueezeBERT's and ConvBERT's reshapes): the
+    shape value with a symbolic entry is an int64 operand like the constant."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["rows"], axis=0),
+             helper.make_node("Mul", ["rows", "two"], ["rows2"]),
+             helper.make_node("Concat", ["rows2", "three"], ["new_shape"], axis=0),
+             helper.make_node("Reshape", ["x", "new_shape"], ["y"])]
+    consts = {"zero": np.array([0], "int64"), "two": np.array([2], "int64"),
+              "three": np.array([3], "int64")}
+    graph = helper.make_graph(
+        nodes, "shape_arithmetic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = tg.build(tg.from_onnx(model), bounds={"batch": (1, 8)})
+    for batch in (1, 3, 8):
+        x = np.arange(batch * 6, dtype="float32").reshape(batch, 6)
+        np.testing.assert_array_equal(module(x=x)[0], x.reshape(2 * batch, 3))

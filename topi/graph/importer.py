@@ -64,7 +64,10 @@ def shape_value_op(op_name: str, inputs: Any, attrs: Any) -> np.ndarray:
 
 
 def dtype_of(value: Value) -> str:
-    return value.dtype if isinstance(value, Node) else str(value.dtype)
+    if isinstance(value, Node):
+        return value.dtype
+    # A shape value with symbolic sizes (an object array, `shape_value`) holds int64 sizes.
+    return "int64" if value.dtype == object else str(value.dtype)
 
 
 def require(ok: bool, message: str) -> None:
