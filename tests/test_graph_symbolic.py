@@ -349,3 +349,21 @@ def test_shape_arithmetic_mixes_symbolic_sizes_with_int64_constants():
     for batch in (1, 3, 8):
         x = np.arange(batch * 6, dtype="float32").reshape(batch, 6)
         np.testing.assert_array_equal(module(x=x)[0], x.reshape(2 * batch, 3))
+
+
+def test_gather_from_a_table_of_symbolic_length():
+    """Gather along a symbolic axis (a table as long as the sequence): negative indices count
+    from its actual end."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    indices = np.array([[0, -1], [2, -3]], "int64")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "indices"], ["y"], axis=0)], "gather",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(indices, "indices")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = tg.build(tg.from_onnx(model), bounds={"seq": (3, 17)})
+    for seq in (3, 7, 17):
+        x = np.random.default_rng(seq).standard_normal((seq, 5)).astype("float32")
+        np.testing.assert_array_equal(module(x=x)[0], np.take(x, indices, axis=0))

@@ -90,14 +90,15 @@ def take(x: tl.Tensor, indices: tl.Tensor, axis: int = 0) -> tl.Tensor:
     if not (indices.dtype.startswith("int") or indices.dtype.startswith("uint")):
         raise TypeError(f"take: indices must be integers, got {indices.dtype}")
     axis = check_axis(axis, x.ndim, "take: axis")
-    n = const_shape(x, "take")[axis]
+    size = static_dim(x.shape[axis])  # None: a symbolic size (a table as long as the sequence)
+    n = tl.const(size, "int64") if size is not None else tl.cast(x.shape[axis], "int64")
     shape = (*x.shape[:axis], *indices.shape, *x.shape[axis + 1:])
     k = indices.ndim
 
     def f(*i: Expr) -> Expr:
         raw = indices[i[axis:axis + k]].astype("int64")
         wrapped = tl.if_then_else(raw < 0, raw + n, raw)
-        pos = tl.minimum(tl.maximum(wrapped, tl.const(0, "int64")), tl.const(n - 1, "int64"))
+        pos = tl.minimum(tl.maximum(wrapped, tl.const(0, "int64")), n - 1)
         return x[(*i[:axis], pos, *i[axis + k:])]
 
     return tl.compute(shape, f, name="take", tag=INJECTIVE)
