@@ -1,6 +1,7 @@
-"""Integer operands of different widths meet in one comparison: a gather's int64 indices
-substituted for the int32 loop variable of a stage inlined into it (a pad's bound checks), in
-scalar and vector code."""
+"""A gather's int64 indices read through a stage inlined into it (a pad, whose bound checks are
+in its int32 loop variable): the inliner gives each index the type of the variable it replaces,
+so scalar and vector code compare operands of one type (the vector IR had been rejected by LLVM:
+ConvBERT's unfold)."""
 
 from __future__ import annotations
 

@@ -269,16 +269,6 @@ class CodeGen:
         ext = "sext" if signed and cur != "i1" else "zext"
         return self.fw.op(ty, f"{ext} {v} to {ty}")
 
-    def _widest_int(self, a: Val, b: Val, signed: bool) -> tuple[Val, Val]:
-        """Integer operands of one width, the wider one's: a loop variable's bound check
-        (int32) meets the int64 index of a gather substituted for that variable where the
-        gather reads through an inlined stage (a pad)."""
-        ea, eb = element_of(a.ty), element_of(b.ty)
-        if ea == eb or not (ea.startswith("i") and eb.startswith("i")) or "i1" in (ea, eb):
-            return a, b
-        wide = max(ea, eb, key=lambda elem: int(elem[1:]))
-        return self._resize_int(a, wide, signed), self._resize_int(b, wide, signed)
-
     def _has_memory_read(self, e: Expr) -> bool:
         key = id(e)
         if key not in self._has_load:
@@ -344,8 +334,8 @@ class CodeGen:
         )
 
     def _compare(self, e: Compare) -> Val:
+        a, b = self.match(self.expr(e.a), self.expr(e.b))
         t = e.a.dtype
-        a, b = self.match(*self._widest_int(self.expr(e.a), self.expr(e.b), t.is_int))
         ty = vector_of("i1", lanes_of(a.ty))
         if t.is_float:
             return self.fw.op(ty, f"fcmp {_FCMP[e.op]} {a}, {b.ref}")

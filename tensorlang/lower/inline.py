@@ -7,7 +7,7 @@ and no memory.
 
 from __future__ import annotations
 
-from ..expr import Expr, TensorRead
+from ..expr import Expr, TensorRead, cast
 from ..schedule import AttachKind, Schedule, Stage
 from ..tensor import ComputeOp
 from ..visitor import Mutator, substitute
@@ -25,7 +25,10 @@ class _Inliner(Mutator):
             op = stage.op
             assert isinstance(op, ComputeOp)
             body = self.bodies[stage][node.tensor.value_index]
-            return substitute(body, {iv.var: i for iv, i in zip(op.axis, indices)})
+            # An index of another integer type (a gather's int64 position) takes the type of
+            # the variable it replaces, which the inlined body's arithmetic and bounds are in.
+            return substitute(body, {iv.var: cast(i, iv.var.dtype)
+                                     for iv, i in zip(op.axis, indices)})
         if all(a is b for a, b in zip(indices, node.indices)):
             return node
         return TensorRead(node.tensor, indices, node.dtype)
