@@ -61,6 +61,7 @@ from ..visitor import (
     substitute,
     uses_var,
 )
+from .copy_box import copy_box, copy_call
 from .inline import inline_bodies
 from .stage_loops import StageLoops, _descendants
 
@@ -405,6 +406,9 @@ class LoopNestBuilder:
         store_index = tuple(simplify(loops.relative_values[iv]) for iv in op.axis)
         outputs = [self._local_buffer(stage, k) for k in range(op.num_outputs)]
         body = self.bodies[stage]
+        copy = self._runtime_copy(stage)
+        if copy is not None:
+            return copy
         if not op.reduce_axis:
             stores = [
                 ProducerStore(buf, store_index, self._rewrite_reads(substitute(value, values)))
@@ -506,6 +510,28 @@ class LoopNestBuilder:
                 break
             tensor = body.tensor
         return tensor, indices
+
+    def _runtime_copy(self, stage: Stage) -> Stmt | None:
+        """One call of the runtime's box copy for a copy stage that the kernel keeps to itself
+        (`copy_box`): at the root, with nothing computed inside its loops; its reads of a
+        tensor that is stored whole. A kernel's outputs keep the loops their schedule asks for."""
+        op = stage.op
+        if (op.reduce_axis or op.num_outputs != 1 or stage.attach is not AttachKind.ROOT
+                or stage.tensorized is not None or op.outputs[0] in self.args
+                or any(iv in self.attached for iv in stage.leaf_iter_vars)):
+            return None
+        axes = [iv.var for iv in op.axis]
+        box = copy_box(self.bodies[stage][0], axes, op.outputs[0].dtype_)
+        if box is None:
+            return None
+        source = self.schedule[box.read.tensor.op]
+        if not (isinstance(source.op, PlaceholderOp) or source.attach is AttachKind.ROOT):
+            return None
+        parallel = any(stage.annotations.get(iv) is LoopAnnotation.PARALLEL
+                       for iv in stage.leaf_iter_vars)
+        read = self.buffer_access(box.read.tensor, box.read.indices)
+        return copy_call(box, read.buffer, self._local_buffer(stage, 0), axes,
+                         self.regions[stage].extents, parallel)
 
     def _extern_nest(self, stage: Stage) -> Stmt:
         """The loop IR an extern stage's `fcompute` writes, on whole-buffer regions."""

@@ -21,7 +21,7 @@ from ..codegen.intrinsics import LIBM_SYMBOLS, uses_vector_libm
 from ..codegen.target import Target
 from .args import Signature
 from .jit import parse_and_optimize
-from .threadpool import EXPORTED, SOURCE_PATH
+from .threadpool import EXPORTED, SOURCE_PATHS
 
 RESERVED_NAMES = (
     frozenset(LIBM_SYMBOLS)
@@ -125,7 +125,7 @@ def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
             "-o",
             str(out),
             str(obj_path),
-            str(SOURCE_PATH),
+            *map(str, SOURCE_PATHS),
             "-lpthread",
             "-lm",
         ]

@@ -24,7 +24,8 @@ import llvmlite.binding as llvm
 
 from ..codegen.intrinsics import LIBM_SYMBOLS
 
-SOURCE_PATH = Path(__file__).with_name("threadpool.c")
+SOURCE_PATHS = (Path(__file__).with_name("threadpool.c"), Path(__file__).with_name("copy.c"))
+"""The runtime's C sources: the thread pool and allocation, and the box copy of copy stages."""
 
 CDEF = """
 typedef void (*tl_task_fn)(int32_t, int32_t, void *);
@@ -35,6 +36,7 @@ void *tl_aligned_alloc(int64_t size);
 void tl_free(void *ptr);
 double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number);
 void *tl_half_helper(int which);
+void tl_copy_box(void *dst, const void *src, const int64_t *desc);
 """
 _HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
 EXPORTED = (
@@ -44,6 +46,7 @@ EXPORTED = (
     "tl_aligned_alloc",
     "tl_free",
     "tl_time_packed",
+    "tl_copy_box",
 )
 
 
@@ -84,7 +87,7 @@ def _build(source: str, module_name: str, target: Path) -> None:
 @functools.cache
 def native() -> ModuleType:
     """The loaded cffi extension (`.ffi`, `.lib`), built on first use."""
-    source = SOURCE_PATH.read_text()
+    source = "\n".join(path.read_text() for path in SOURCE_PATHS)
     digest = hashlib.sha256((source + CDEF + sys.version).encode()).hexdigest()[:16]
     module_name = f"_tl_runtime_{digest}"
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]

@@ -29,7 +29,7 @@ import numpy as np
 
 from tensorlang.codegen.intrinsics import uses_vector_libm
 from tensorlang.runtime.jit import parse_and_optimize
-from tensorlang.runtime.threadpool import SOURCE_PATH
+from tensorlang.runtime.threadpool import SOURCE_PATHS
 
 from ..symbolic import dim_from_json, evaluate_shape
 from .model_io import ModelBase, TensorInfo, bind_sizes
@@ -170,7 +170,7 @@ def write_library(driver: str, weights: _Weights, kernels: Sequence[CompiledKern
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        sources = [tmp / "driver.c", tmp / "weights.S", SOURCE_PATH]
+        sources = [tmp / "driver.c", tmp / "weights.S", *SOURCE_PATHS]
         sources[0].write_text(driver)
         (tmp / "weights.bin").write_bytes(b"".join(weights.chunks) or b"\0")
         sources[1].write_text(
