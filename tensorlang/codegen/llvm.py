@@ -55,6 +55,7 @@ from ..lower.bound_check import CheckedIndex, SafetyIntrinsic, checks_of, unpack
 from ..lower.unroll import KEEP_ROLLED
 from ..visitor import contains, variables_in_order
 from .calls import EXPR_HANDLERS, has_effect
+from .glue import is_glue
 from .bounds import STATUS_VAR, emit_bound_check, open_status
 from .intrinsics import emit_math, float_floor_div_mod, floor_div_mod, intrinsic_name
 from .irtext import (
@@ -184,7 +185,8 @@ class CodeGen:
             params.append(f"i64 %arg{base + i}")
         name = self.symbol
         ret = "i32" if checks_of(func) else "void"
-        self.fw = FunctionWriter(f'define {ret} @"{name}"({", ".join(params)}) #0')
+        attributes = "#2" if is_glue(func.body) else "#0"
+        self.fw = FunctionWriter(f'define {ret} @"{name}"({", ".join(params)}) {attributes}')
         if checks_of(func):
             self.status = open_status(self)
         self.stmt(func.body)
@@ -201,13 +203,15 @@ class CodeGen:
             f'target datalayout = "{layout}"',
             f'target triple = "{triple}"',
         ]
-        attrs = f"attributes #0 = {{ nounwind {self.target.function_attributes()} }}"
-        inline = f"attributes #1 = {{ nounwind alwaysinline {self.target.function_attributes()} }}"
-        return "\n".join([*head, "", *self.decls.values(), "", *self.functions, attrs, inline,
+        target = self.target.function_attributes()
+        attrs = [f"attributes #0 = {{ nounwind {target} }}",
+                 f"attributes #1 = {{ nounwind alwaysinline {target} }}",
+                 f"attributes #2 = {{ nounwind noinline optnone {target} }}"]  # glue.py
+        return "\n".join([*head, "", *self.decls.values(), "", *self.functions, *attrs,
                           *self.metadata, ""])
 
     def _packed_wrapper(self, name: str, count: int, ret: str) -> str:
-        fw = FunctionWriter(f'define void @"{name}_packed"(ptr %args) #0')
+        fw = FunctionWriter(f'define void @"{name}_packed"(ptr %args) #2')  # glue
         args: list[str] = []
         for i in range(count):
             ty = "ptr" if i < len(self.func.params) else "i64"
