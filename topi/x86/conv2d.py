@@ -42,14 +42,16 @@ TASK = "conv2d_nchw.x86"
 
 def define_conv_space(cfg, in_channels: int, oc_vectors: int, out_hw: tuple[int, int],
                       lanes: int, window: tuple[int, int, int, int],
-                      parallel_vectors: int | None = None, out_channels: int = 0) -> None:
+                      parallel_vectors: int | None = None, out_channels: int = 0,
+                      whole_columns: bool = False) -> None:
     """The knobs of a register-blocked convolution and its fallback: `tile_ic` input channels
     per step, and a register block of `tile_oh` output rows x `tile_ow` output columns x
     `tile_oc` vectors of output channels (of `oc_vectors`), within the current target's
     accumulator budget. `window` is (dilated kernel rows, columns, stride h, stride w);
     `parallel_vectors` the images x channel vectors when the parallel loop runs over images x
-    register blocks of channels (see `fallback_block`); `out_channels` the layer's output
-    channels (0: unknown), whose kernel size the fallback's `tile_ic` depends on."""
+    register blocks of channels, and `whole_columns` an NCHW output (see `fallback_block`);
+    `out_channels` the layer's output channels (0: unknown), whose kernel size the fallback's
+    `tile_ic` depends on."""
     budget = accumulator_budget(1)
     cfg.define_split("tile_ic", in_channels, num_outputs=2)
     cfg.define_knob("tile_oc", [v for v in (1, 2, 4) if v <= oc_vectors])
@@ -62,7 +64,7 @@ def define_conv_space(cfg, in_channels: int, oc_vectors: int, out_hw: tuple[int,
     cfg.multi_filter(lambda c: _block_fits(c["tile_oc"].val, c["tile_oh"].size[-1],
                                            c["tile_ow"].size[-1]))
     if cfg.is_fallback:
-        oc, rows, cols = fallback_block(out_hw, oc_vectors, parallel_vectors)
+        oc, rows, cols = fallback_block(out_hw, oc_vectors, parallel_vectors, whole_columns)
         cfg.fallback_knob("tile_oc", oc)
         cfg.fallback_split("tile_oh", [-1, rows])
         cfg.fallback_split("tile_ow", [-1, cols])
@@ -82,7 +84,8 @@ def _block_sizes(extent: int, block: int) -> list[int]:
 
 
 def fallback_block(out_hw: tuple[int, int], oc_vectors: int,
-                   parallel_vectors: int | None = None) -> tuple[int, int, int]:
+                   parallel_vectors: int | None = None,
+                   whole_columns: bool = False) -> tuple[int, int, int]:
     """The fallback's register block: (vectors of output channels, rows, columns).
 
     Two vectors of output channels where the layer has them: a step then does twice as many
@@ -99,18 +102,26 @@ def fallback_block(out_hw: tuple[int, int], oc_vectors: int,
     (AVX-512: 2 x 7, 7 x 2 and 1 x 7 blocks all cost 49 steps) the full-budget 2 x 7 block with
     a partial last row ran at 50-65% of the others (one thread, Zen 4: 512 -> 512 3x3 60
     against 77-88 GFLOP/s, 2048 -> 512 1x1 75 against 117). Then the largest block wins (fewer
-    loads of the kernel per output), then the widest (its inputs are contiguous)."""
+    loads of the kernel per output), then the widest (its inputs are contiguous).
+
+    `whole_columns` (an NCHW output) prefers, next, columns that tile the row as well: each
+    block of an NCHW output is written back row by row, a strided read of the block as wide as
+    its columns, and a partial last block compiles a second copy of the unrolled block and of
+    that write-back. Without it 512 -> 512 3x3 at 7x7 (a 7 x 2 block), 48 -> 64 5x5 at 35x35 (1 x
+    14) and 32 -> 32 5x5 at 112x112 (1 x 29) took 108, 131 and 256 ms to compile. Models never
+    have such outputs (their convolutions run on NCHW[x]c), whose larger blocks were measured
+    faster."""
     oc = min(2, oc_vectors)
     if parallel_vectors is not None and -(-parallel_vectors // oc) < tl.get_num_threads():
         oc = 1
     points = accumulator_budget(oc) // oc
     out_h, out_w = out_hw
 
-    def cost(shape: tuple[int, int]) -> tuple[int, int, int]:
+    def cost(shape: tuple[int, int]) -> tuple[int, bool, bool, int, int]:
         rows, cols = shape
         steps = sum(max(r * c, points // 2) for r in _block_sizes(out_h, rows)
                     for c in _block_sizes(out_w, cols))
-        return steps, out_h % rows != 0, -rows * cols, -cols
+        return steps, out_h % rows != 0, whole_columns and out_w % cols != 0, -rows * cols, -cols
 
     shapes = [(r, c) for r in range(1, min(out_h, points) + 1)
               for c in range(1, min(out_w, points // r) + 1)]
@@ -229,7 +240,8 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     shared = min(blocks, blocked.op.attrs.get("shared_input_blocks", blocks))
     define_conv_space(cfg, in_channels, shared, (out_h, out_w), lanes,
                       ((kernel_h - 1) * dilation_h + 1, (kernel_w - 1) * dilation_w + 1,
-                       stride_h, stride_w), images * blocks, blocks * lanes)
+                       stride_h, stride_w), images * blocks, blocks * lanes,
+                      whole_columns=len(out.op.axis) == 4)
     oc_vectors = cfg["tile_oc"].val
 
     materialise_padding(s, padded)
