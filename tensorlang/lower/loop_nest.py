@@ -399,6 +399,9 @@ class LoopNestBuilder:
     def _stage_nest(self, stage: Stage) -> Stmt:
         if isinstance(stage.op, ExternOp):
             return self._extern_nest(stage)
+        copy = self._runtime_copy(stage)
+        if copy is not None:
+            return copy
         op = stage.op
         assert isinstance(op, ComputeOp)
         loops = self.loops[stage]
@@ -406,9 +409,6 @@ class LoopNestBuilder:
         store_index = tuple(simplify(loops.relative_values[iv]) for iv in op.axis)
         outputs = [self._local_buffer(stage, k) for k in range(op.num_outputs)]
         body = self.bodies[stage]
-        copy = self._runtime_copy(stage)
-        if copy is not None:
-            return copy
         if not op.reduce_axis:
             stores = [
                 ProducerStore(buf, store_index, self._rewrite_reads(substitute(value, values)))
