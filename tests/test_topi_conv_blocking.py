@@ -278,3 +278,30 @@ def test_kernel_is_packed_per_block_of_output_channels_for_one_image(batch, chan
     result = np.zeros((batch, channels, 7, 7), "float32")
     f(a, k, result)
     assert_close(result, ref.conv2d_nchw_python(a, k, 1, 1, 1), 45)
+
+
+@pytest.mark.parametrize("target", [HOST, HASWELL])
+def test_nchw_write_back_keeps_its_channel_loop(target, rng):
+    """An NCHW output is written back one channel's row of the block at a time, a gather of
+    the block's columns; the loop over the channels stays a loop in the machine code (pragma
+    `scalar_loop`), whatever the width of the block (here a partial one too): unrolled, the
+    gathers of odd widths became hundreds of instructions each."""
+    with tl.Target(target):
+        data = tl.placeholder((1, 3, 31, 61), name="data")
+        kernel = tl.placeholder((35, 3, 3, 3), name="kernel")
+        out = nn.conv2d_nchw(data, kernel, 2, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = x86.schedule_conv2d_nchw([out])
+        lowered = str(tl.lower(s, [data, kernel, out]))
+        f = tl.build(s, [data, kernel, out])
+    write_backs = [line for line in lowered.splitlines() if "for ko.inner in range" in line]
+    assert write_backs and all(line.endswith("# pragma(scalar_loop=True)") for line in write_backs)
+    # A gather instruction or two per row (AVX-512; LLVM scalarises them for AVX2), not per
+    # channel and row.
+    gathers = len(re.findall(r"\tvp?gather\w+", f.get_source("asm")))
+    assert gathers <= 2 * len(write_backs)
+    a, k = uniform(rng, 1, 3, 31, 61), uniform(rng, 35, 3, 3, 3)
+    result = np.zeros((1, 35, 15, 30), "float32")
+    f(a, k, result)
+    assert_close(result, ref.conv2d_nchw_python(a, k, 2, 0, 1), 27)

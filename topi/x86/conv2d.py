@@ -255,8 +255,16 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
     x_outer, x_inner = o.split(x, factor=cfg["tile_ow"].size[-1])
     o.reorder(n, k_outer, y_outer, x_outer, k_inner, y_inner, x_inner, *lane)
     # NCHW[x]c stores whole channel vectors; NCHW stores rows of the block's columns, each a
-    # strided read of the block (a transpose in registers, not one scalar store per point).
+    # strided read of the block (a gather, not one scalar store per point).
     o.vectorize(lane[0] if lane else x_inner)
+    if not lane:
+        # The loop over the block's channels stays a loop in LLVM: unrolled, its 16-32 gathers
+        # of odd widths (10, 27, 28 columns) were legalised by the x86 backend into hundreds of
+        # pointer extracts. The 3 -> 32 3x3 stride-2 conv at 299x299 spent 94 of its 187 ms of
+        # compiling in machine code (18 rolled), 32 -> 32 5x5 at 112x112 62 of 140 (16). A
+        # gather per channel costs the same either way: the kernels ran at 0.99-1.10x their
+        # unrolled time, 64 -> 256 1x1 at 56x56 at 1.31x (idle Zen 4, 2 threads).
+        o.pragma(k_inner, "scalar_loop")
     # A kernel packed here is packed per block of output channels, inside a parallel loop that
     # visits each block once (see `pack_kernel`).
     packs_per_block = static_extent(n) == 1 and isinstance(kernel_vec.op, tl.ComputeOp)
