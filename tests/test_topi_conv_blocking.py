@@ -125,6 +125,12 @@ def test_nchw_outputs_prefer_blocks_that_tile_the_row():
         assert conv2d_x86.fallback_block((7, 7), 32, whole_columns=True) == (2, 1, 7)
         assert conv2d_x86.fallback_block((35, 35), 4, whole_columns=True) == (2, 1, 7)
         assert conv2d_x86.fallback_block((112, 112), 2, 2, whole_columns=True) == (1, 1, 28)
+        # No block tiles a prime row as cheaply: the least unrolled code of the cheapest
+        # (1 x 15 + 1 x 14 at 149 columns, not 1 x 27 + 1 x 14; 1 x 8 + 1 x 7 at 31 columns,
+        # not 1 x 12 + 1 x 7).
+        assert conv2d_x86.fallback_block((149, 149), 2, 2, whole_columns=True) == (1, 1, 15)
+        assert conv2d_x86.fallback_block((149, 149), 2, 2) == (1, 1, 27)
+        assert conv2d_x86.fallback_block((29, 31), 2, whole_columns=True) == (2, 1, 8)
         for shape in ((56, 56), (14, 14), (17, 17)):  # already tiled, or no tiling is as cheap
             assert (conv2d_x86.fallback_block(shape, 4, whole_columns=True)
                     == conv2d_x86.fallback_block(shape, 4))
