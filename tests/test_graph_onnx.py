@@ -547,6 +547,23 @@ def test_gathers_and_scatters(rng):
                      order=["x", "i", "u"]), updates)
 
 
+@pytest.mark.parametrize("image, block, attrs", [
+    ((7, 9), (2, 3), {"strides": [1, 2]}),  # overlapping patches add up
+    ((6, 9), (2, 3), {"strides": [2, 3]}),  # tiling patches (MobileViT-v2's folding)
+    ((5, 8), (3, 2), {"pads": [1, 0, 2, 1], "dilations": [2, 1], "strides": [1, 3]}),
+    ((4, 5, 3), (2, 2, 1), {}),  # three spatial dims
+])
+def test_col2im(image, block, attrs, rng):
+    dims = len(image)
+    pads = attrs.get("pads", [0] * 2 * dims)
+    counts = [(n + pads[d] + pads[d + dims] - attrs.get("dilations", [1] * dims)[d] * (k - 1)
+               - 1) // attrs.get("strides", [1] * dims)[d] + 1
+              for d, (n, k) in enumerate(zip(image, block))]
+    x = {"x": rand(rng, 2, 3 * int(np.prod(block)), int(np.prod(counts)))}
+    consts = {"image": np.array(image, "int64"), "block": np.array(block, "int64")}
+    check(make_model("Col2Im", x, attrs, consts, opset=18), x)
+
+
 def test_slices_of_constants_fold_with_onnx_bounds(rng):
     """Slices of shapes fold with numpy, empty ones included (Swin's exports slice a shape past
     its end and concatenate the empty result)."""

@@ -102,6 +102,8 @@ def test_arithmetic(fn):
     nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(2, ceil_mode=True), nn.AvgPool2d(3, 2, 1),
     nn.AvgPool2d(3, 2, 1, count_include_pad=False), nn.AdaptiveAvgPool2d((3, 2)),
     nn.AdaptiveAvgPool2d(1), nn.AdaptiveMaxPool2d((2, 3)),
+    nn.AvgPool2d(5, 3, 2, ceil_mode=True, count_include_pad=False),
+    nn.AvgPool2d(2560, ceil_mode=True),  # HF EfficientNet's head: a window past the whole map
 ])
 def test_pooling(pool):
     check(pool, (1, 3, 7, 9))
@@ -299,6 +301,41 @@ def test_index_with_tensor_computed_at_run_time():
 def test_scatters_and_copies(fn):
     needs("broadcast_to")
     check(Lambda(fn), (3, 4, 5), (3, 2, 5))
+
+
+def _set_columns(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """x with x[:, [3, 1]] = values (an index_put at axis 1)."""
+    x = x.clone()
+    x[:, torch.tensor([3, 1])] = values
+    return x
+
+
+@pytest.mark.parametrize("stride,blocks", [((1, 2), 24), ((2, 3), 9)])
+def test_fold_adds_up_its_patches(stride, blocks):
+    """nn.Fold (col2im, MobileViT-v2's patch folding): 2 x 3 patches of 2 channels into a 7 x 9
+    map (6 x 4 overlapping ones at stride (1, 2); 3 x 3 tiling ones at (2, 3), with a border
+    nothing lands on)."""
+    needs("take", "concatenate")
+    fold = nn.Fold((7, 9), (2, 3), stride=stride)
+    check(Lambda(lambda x: fold(x) * 2), (3, 12, blocks))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: x.index_put((torch.tensor([0, 2, 2, -1]),), y[:, :1], accumulate=True),
+    lambda x, y: x.index_put((torch.tensor([0, 2, 2, -1]),), y[:, :1]) + 1,
+    lambda x, y: _set_columns(x, y[:3]),
+    lambda x, y: x.masked_fill(torch.arange(5) % 3 == 0, 0.5),
+    lambda x, y: x.index_put((torch.arange(3) % 2 == 1,), y[0, 0]),
+])
+def test_index_put_at_positions_known_now(fn):
+    needs("take", "concatenate")
+    check(Lambda(fn), (3, 4, 5), (4, 2, 5))
+
+
+def test_index_put_at_positions_computed_at_run_time_is_refused():
+    module = Lambda(lambda x, i: x.index_put((i,), torch.ones(2, 5)))
+    with pytest.raises(UnsupportedError, match="index_put with indices computed at run time"):
+        tg.from_torch(module, (torch.rand(4, 5), torch.tensor([0, 2])))
 
 
 @pytest.mark.parametrize("fn", [

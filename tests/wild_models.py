@@ -139,14 +139,38 @@ def _text() -> dict[str, Any]:
             window_size=4)), 32),
         "hf_convnext": (lambda: transformers.ConvNextModel(transformers.ConvNextConfig(
             hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)), 32),
+        # Patches folded back with nn.Fold (an index_put; ONNX Col2Im).
+        "hf_mobilevit_v2": (lambda: _lively_norms(transformers.MobileViTV2Model(
+            transformers.MobileViTV2Config(image_size=64, width_multiplier=0.5))), 64),
+        # A head pooled by an AvgPool2d whose 2560-wide window (ceil_mode) covers the whole map.
+        "hf_efficientnet": (lambda: _lively_norms(transformers.EfficientNetModel(
+            transformers.EfficientNetConfig(image_size=64, depth_coefficient=0.5))), 64),
     }
+
+
+def _lively_norms(model: Any) -> Any:
+    """`model` with batch norms whose scales and statistics are drawn around 1 and 0: the
+    transformers initialisation scales them by 0.02, and a few layers later every activation is
+    zero (a comparison that cannot fail)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for norm in model.modules():
+            if isinstance(norm, torch.nn.BatchNorm2d):
+                norm.weight.uniform_(0.5, 1.5, generator=gen)
+                norm.bias.normal_(0.0, 0.1, generator=gen)
+                norm.running_mean.normal_(0.0, 0.1, generator=gen)
+                norm.running_var.uniform_(0.5, 1.5, generator=gen)
+    return model
 
 
 VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "googlenet",
           "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
           "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
 TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext",
-        "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon", "phi3")
+        "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon", "phi3",
+        "hf_mobilevit_v2", "hf_efficientnet")
 
 
 def get(name: str) -> tuple[Any, tuple]:

@@ -244,6 +244,35 @@ class GraphWriter:
         return self.op("slice_dims", self.as_node(x), axes=tuple(axes), begin=tuple(begins),
                        size=tuple(sizes))
 
+    def scatter_at(self, x: Value, dest: np.ndarray, values: Value, accumulate: bool) -> Value:
+        """`x` with `values` written at the flat positions `dest` (known now, one per value, in
+        the values' order; the last of several at one position wins) or, with `accumulate`,
+        added there: read with takes from x and the values side by side, one take per value
+        that lands on a position after another (a fold's overlapping patches)."""
+        shape, size = shape_of(x), math.prod(shape_of(x))
+        dest = np.asarray(dest, np.int64).ravel()
+        count = dest.size
+        if isinstance(x, np.ndarray) and isinstance(values, np.ndarray):
+            out = x.copy().ravel()
+            (np.add.at if accumulate else np.put)(out, dest, np.ravel(values))
+            return out.reshape(shape)
+        flat_x, flat_values = self.reshape(x, (size,)), self.reshape(values, (count,))
+        if not accumulate:
+            source = np.arange(size, dtype=np.int64)
+            source[dest] = size + np.arange(count, dtype=np.int64)
+            joined = self.op("concatenate", flat_x, flat_values, axis=0)
+            return self.reshape(self.op("take", joined, source, axis=0), shape)
+        padded = self.op("concatenate", flat_values, np.zeros(1, dtype_of(x)), axis=0)
+        out = None if isinstance(x, np.ndarray) and not x.any() else flat_x
+        order = np.argsort(dest, kind="stable")
+        first = np.searchsorted(dest[order], np.arange(size), side="left")
+        landed = np.bincount(dest, minlength=size)
+        for k in range(int(landed.max(initial=0))):  # the k-th value landing on each position
+            source = np.where(landed > k, order[np.minimum(first + k, count - 1)], count)
+            term = self.op("take", padded, source, axis=0)
+            out = term if out is None else self.op("add", out, term)
+        return self.reshape(flat_x if out is None else out, shape)
+
     def dense_rows(self, x: Value, weight: Value) -> Value:
         """x (..., K) times weight (N, K) transposed: the leading axes fold into the rows of one
         dense, the GEMM layout topi tunes (and batch 1 stays a matrix-vector product)."""

@@ -885,6 +885,42 @@ def _no_reduction(attrs: _Attrs) -> None:
     require(reduction == "none", f"reduction={reduction!r} (only 'none')")
 
 
+@_converter("Col2Im")
+def _col2im(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """Col2Im (PyTorch's nn.Fold): column l of input block c * prod(block) + k adds to the
+    image at its block position plus tap k, in an image padded by `pads`; the destinations
+    are worked out here and the values scattered there (`scatter_at`), then the padding cut."""
+    x, image, block = inputs
+    image, block = im.ints(image, "image_shape"), im.ints(block, "block_shape")
+    dims = len(image)
+    dilations = [int(d) for d in attrs.get("dilations", [1] * dims)]
+    strides = [int(d) for d in attrs.get("strides", [1] * dims)]
+    pads = [int(p) for p in attrs.get("pads", [0] * 2 * dims)]
+    padded = [n + pads[d] + pads[d + dims] for d, n in enumerate(image)]
+    counts = [(p - d * (k - 1) - 1) // s + 1 for p, d, k, s in zip(padded, dilations, block, strides)]
+    batch, rows, columns = shape_of(x)
+    taps = math.prod(block)
+    require(rows % taps == 0 and columns == math.prod(counts) and min(counts) >= 1,
+            f"a Col2Im input of shape {shape_of(x)} for image {image} and block {block}")
+    channels = rows // taps
+    # the padded-image position of every (tap, column), one axis at a time, made flat
+    tap_pos = np.indices(block).reshape(dims, taps)
+    col_pos = np.indices(counts).reshape(dims, -1)
+    flat = np.zeros((taps, columns), np.int64)
+    for d in range(dims):
+        position = tap_pos[d][:, None] * dilations[d] + col_pos[d][None, :] * strides[d]
+        flat = flat * padded[d] + position
+    plane = math.prod(padded)
+    dest = (np.arange(batch * channels, dtype=np.int64)[:, None, None] * plane + flat)
+    zeros = np.zeros((batch, channels, *padded), dtype_of(x))
+    y = im.scatter_at(zeros, dest, x, accumulate=True)
+    if any(pads):
+        y = im.op("strided_slice", y, begin=tuple(pads[:dims]),
+                  end=tuple(p - e for p, e in zip(padded, pads[dims:])), strides=(1,) * dims,
+                  axes=tuple(range(2, 2 + dims)))
+    return [y]
+
+
 @_converter("ScatterND")
 def _scatter_nd(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     _no_reduction(attrs)

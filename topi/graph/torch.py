@@ -1186,6 +1186,19 @@ def _gather(im: _Importer, x: Value, dim: int, index: Value, sparse_grad: bool =
     return im.op("gather_elements", x, index, axis=int(dim) % len(shape_of(x)))
 
 
+def _integer_indices(indices: Sequence[Value | None]) -> list[Value | None]:
+    """An advanced index's tensors with each bool mask (known now) replaced by the integer
+    positions where it is true, one tensor per axis it spans."""
+    expanded: list[Value | None] = []
+    for idx in indices:
+        if idx is not None and dtype_of(idx) == "bool":
+            require(isinstance(idx, np.ndarray), "a bool index computed at run time")
+            expanded.extend(np.nonzero(idx))
+        else:
+            expanded.append(idx)
+    return expanded
+
+
 @_converter("aten.index.Tensor")
 def _index(im: _Importer, x: Value, indices: Sequence[Value | None]) -> Value:
     """Advanced indexing `x[i0, i1, ...]` with integer (or, known now, bool) index tensors at
@@ -1193,14 +1206,7 @@ def _index(im: _Importer, x: Value, indices: Sequence[Value | None]) -> Value:
     the flat positions, whose broadcast shape replaces them (first when the indexed axes were
     not adjacent, as numpy does)."""
     ndim = len(shape_of(x))
-    indices = list(indices) + [None] * (ndim - len(indices))
-    expanded: list[Value | None] = []
-    for idx in indices:  # a bool mask stands for the integer positions where it is true
-        if idx is not None and dtype_of(idx) == "bool":
-            require(isinstance(idx, np.ndarray), "a bool index computed at run time")
-            expanded.extend(np.nonzero(idx))
-        else:
-            expanded.append(idx)
+    expanded = _integer_indices(indices)
     indices = expanded + [None] * (ndim - len(expanded))
     if isinstance(x, np.ndarray) and all(i is None or isinstance(i, np.ndarray) for i in indices):
         return np.asarray(x[tuple(slice(None) if i is None else i for i in indices)])
@@ -1232,6 +1238,26 @@ def _flat_index(im: _Importer, tensors: Sequence[Value], sizes: Sequence[int]) -
         flat = idx if flat is None else im.op(
             "add", im.op("multiply", flat, np.array(size, "int64")), idx)
     return flat
+
+
+@_converter("aten.index_put", "aten._unsafe_index_put")
+def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values: Value,
+               accumulate: bool = False) -> Value:
+    """`x[indices] = values` (`+=` with `accumulate`) for index tensors known now, as a fold
+    (`nn.Fold`, col2im), an unfold's inverse or a masked fill makes them: the destination of
+    every value is worked out here (numpy's advanced indexing places the index dims as
+    PyTorch's does) and the values are scattered there (`scatter_at`)."""
+    expanded = _integer_indices(indices)
+    require(all(i is None or isinstance(i, np.ndarray) for i in expanded),
+            "index_put with indices computed at run time")
+    shape = shape_of(x)
+    where = tuple(slice(None) if i is None else i.astype(np.int64) for i in expanded)
+    dest = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[where]
+    values = im.cast(values, dtype_of(x))
+    if shape_of(values) != dest.shape:
+        values = np.broadcast_to(values, dest.shape) if isinstance(values, np.ndarray) else \
+            im.op("broadcast_to", values, shape=dest.shape)
+    return im.scatter_at(x, dest, values, bool(accumulate))
 
 
 @_converter("aten.slice_scatter")
