@@ -338,6 +338,10 @@ def test_index_put_at_positions_computed_at_run_time_is_refused():
         tg.from_torch(module, (torch.rand(4, 5), torch.tensor([0, 2])))
 
 
+def test_index_put_of_no_position_is_the_input():
+    check(Lambda(lambda x: x.index_put((torch.arange(4) > 5,), torch.tensor(1.0)) * 3), (4, 5))
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: torch.linalg.vector_norm(x, dim=-1, keepdim=True) + x.norm(p=1, dim=0),
     lambda x: torch.var(x, dim=1) + torch.std(x, dim=(0, 1), correction=0),

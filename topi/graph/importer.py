@@ -252,6 +252,8 @@ class GraphWriter:
         shape, size = shape_of(x), math.prod(shape_of(x))
         dest = np.asarray(dest, np.int64).ravel()
         count = dest.size
+        if count == 0:
+            return x
         if isinstance(x, np.ndarray) and isinstance(values, np.ndarray):
             out = x.copy().ravel()
             (np.add.at if accumulate else np.put)(out, dest, np.ravel(values))

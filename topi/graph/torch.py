@@ -1252,7 +1252,10 @@ def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values:
             "index_put with indices computed at run time")
     shape = shape_of(x)
     where = tuple(slice(None) if i is None else i.astype(np.int64) for i in expanded)
-    dest = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[where]
+    try:
+        dest = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[where]
+    except IndexError as err:
+        raise ValueError(f"index_put into a tensor of shape {shape}: {err}") from None
     values = im.cast(values, dtype_of(x))
     if shape_of(values) != dest.shape:
         values = np.broadcast_to(values, dest.shape) if isinstance(values, np.ndarray) else \
