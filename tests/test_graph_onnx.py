@@ -188,9 +188,14 @@ def test_batch_normalization(rng):
     ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ("AveragePool", {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "count_include_pad": 1}),
     ("GlobalAveragePool", {}), ("GlobalMaxPool", {}),
+    # ceil_mode's last window would start in the bottom/right padding: it is dropped
+    ("MaxPool", {"kernel_shape": [2, 2], "ceil_mode": 1, "strides": [3, 3],
+                 "pads": [1, 1, 1, 1]}),
 ])
 def test_pooling(op, attrs, rng):
     x = {"x": rand(rng, 1, 3, 9, 8)}
+    check(make_model(op, x, attrs), x)
+    x = {"x": rand(rng, 2, 2, 4, 7)}
     check(make_model(op, x, attrs), x)
 
 
@@ -545,6 +550,25 @@ def test_gathers_and_scatters(rng):
     check(make_model("ScatterElements", updates, {"axis": 1},
                      {"i": np.array([[[0, 3]], [[1, -1]], [[2, 2]]], "int64")},
                      order=["x", "i", "u"]), updates)
+
+
+@pytest.mark.parametrize("op, attrs, wshape", [
+    ("Conv", {"pads": [1, 0, 2, 1, 1, 0], "strides": [2, 1, 2]}, (5, 3, 3, 2, 3)),
+    ("Conv", {"group": 3, "strides": [2, 1, 2], "auto_pad": "SAME_UPPER"}, (6, 1, 2, 3, 3)),
+    ("Conv", {"dilations": [2, 1, 2], "pads": [1, 1, 1, 0, 0, 2]}, (4, 3, 2, 3, 2)),
+    ("MaxPool", {"kernel_shape": [3, 2, 3], "strides": [2, 2, 1], "pads": [1, 0, 1, 1, 1, 1]},
+     None),
+    ("MaxPool", {"kernel_shape": [2, 2, 2], "strides": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1],
+                 "ceil_mode": 1}, None),
+    ("AveragePool", {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1],
+                     "count_include_pad": 1}, None),
+    ("AveragePool", {"kernel_shape": [2, 3, 3], "strides": [1, 2, 2], "pads": [0, 1, 1, 1, 1, 1]},
+     None),
+])
+def test_volumes(op, attrs, wshape, rng):
+    x = {"x": rand(rng, 1, 3, 7, 8, 9)}
+    consts = {"w": rand(rng, *wshape), "b": rand(rng, wshape[0])} if wshape else {}
+    check(make_model(op, x, attrs, consts), x)
 
 
 @pytest.mark.parametrize("image, block, attrs", [

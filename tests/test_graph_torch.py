@@ -103,10 +103,32 @@ def test_arithmetic(fn):
     nn.AvgPool2d(3, 2, 1, count_include_pad=False), nn.AdaptiveAvgPool2d((3, 2)),
     nn.AdaptiveAvgPool2d(1), nn.AdaptiveMaxPool2d((2, 3)),
     nn.AvgPool2d(5, 3, 2, ceil_mode=True, count_include_pad=False),
+    # ceil_mode's last window would start in the bottom padding: PyTorch drops it
+    nn.MaxPool2d(2, 3, 1, ceil_mode=True), nn.AvgPool2d(2, 3, 1, ceil_mode=True),
     nn.AvgPool2d(2560, ceil_mode=True),  # HF EfficientNet's head: a window past the whole map
 ])
 def test_pooling(pool):
     check(pool, (1, 3, 7, 9))
+    check(pool, (2, 2, 4, 4))
+
+
+@pytest.mark.parametrize("layer, shape", [
+    (nn.Conv3d(4, 6, 3, padding=1), (1, 4, 5, 6, 7)),
+    (nn.Conv3d(4, 6, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0), bias=False), (2, 4, 6, 5, 5)),
+    (nn.Conv3d(4, 8, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), groups=2), (1, 4, 3, 9, 9)),
+    (nn.Conv3d(3, 5, (2, 3, 3), stride=(2, 2, 1), dilation=(2, 1, 2)), (1, 3, 7, 8, 9)),
+    (nn.Conv3d(4, 4, 3, padding=1, groups=4), (1, 4, 5, 5, 5)),  # depthwise
+    (nn.MaxPool3d(3, 2, 1), (1, 2, 7, 9, 8)),
+    (nn.MaxPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1), ceil_mode=True), (2, 3, 4, 9, 9)),
+    (nn.MaxPool3d(2, 3, 1, ceil_mode=True), (1, 2, 4, 4, 4)),
+    (nn.AvgPool3d((2, 7, 7), 1), (1, 4, 3, 7, 8)),
+    (nn.AvgPool3d(3, 2, 1, count_include_pad=False), (1, 2, 7, 8, 9)),
+    (nn.AvgPool3d(3, 2, 1, ceil_mode=True), (1, 2, 6, 6, 6)),
+])
+def test_volumes(layer, shape):
+    """3-D convolutions (one 2-D convolution per depth tap, frames folded into the batch) and
+    3-D pooling, strides, padding and dilation on every axis."""
+    check(layer, shape)
 
 
 @pytest.mark.parametrize("fn", [

@@ -37,6 +37,13 @@ def _image(size: int) -> tuple:
     return (torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1)),)
 
 
+def _video() -> tuple:
+    """Clips of 16 frames of 64 x 64 pixels."""
+    import torch
+
+    return (torch.randn(1, 3, 16, 64, 64, generator=torch.Generator().manual_seed(1)),)
+
+
 def _ids(length: int = 13, vocab: int = 97) -> tuple:
     import torch
 
@@ -87,6 +94,8 @@ def _vision() -> dict[str, Any]:
         "maxvit": (lambda: m.MaxVit(input_size=(64, 64), stem_channels=16, partition_size=4,
                                     block_channels=[16, 32], block_layers=[1, 1], head_dim=8,
                                     stochastic_depth_prob=0.0), 64),
+        # Video: 3-D convolutions, (2+1)-D factorised ones and 3-D pooling.
+        "r2plus1d": (lambda: m.video.r2plus1d_18(), "video"),
         "lraspp": (lambda: m.segmentation.lraspp_mobilenet_v3_large(weights_backbone=None), 64),
     }
 
@@ -167,7 +176,7 @@ def _lively_norms(model: Any) -> Any:
 
 VISION = ("resnet50", "resnext", "mobilenet_v3", "efficientnet", "densenet", "googlenet",
           "inception_v3", "squeezenet", "shufflenet", "regnet_x", "regnet_y", "mnasnet",
-          "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp")
+          "convnext", "vit", "swin", "swin_v2", "maxvit", "lraspp", "r2plus1d")
 TEXT = ("bert", "roberta", "distilbert", "gpt2", "llama", "hf_vit", "hf_swin", "hf_convnext",
         "t5_encoder", "phi", "deberta_v2", "convbert", "squeezebert", "falcon", "phi3",
         "hf_mobilevit_v2", "hf_efficientnet")
@@ -178,4 +187,6 @@ def get(name: str) -> tuple[Any, tuple]:
     table = _vision() if name in VISION else _text()
     build, inputs = table[name]
     module = _seeded(build)
+    if inputs == "video":
+        return module, _video()
     return module, _ids() if inputs == "ids" else _image(inputs)

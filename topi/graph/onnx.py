@@ -458,27 +458,30 @@ def _constant(im: _Importer, inputs: list, attrs: _Attrs) -> list:
 # -- convolution, dense, pooling ---------------------------------------------------------------
 
 
-def _spatial(attrs: _Attrs, name: str, default: int = 1) -> tuple[int, int]:
+def _spatial(attrs: _Attrs, name: str, default: int = 1, dims: int = 2) -> tuple[int, ...]:
     value = attrs.get(name)
     if value is None:
-        return (default, default)
-    require(len(value) == 2, f"{name}={value} (only 2-D windows are supported)")
-    return (int(value[0]), int(value[1]))
+        return (default,) * dims
+    require(len(value) == dims, f"{name}={value} (only 2-D windows and 3-D volumes are "
+            "supported)")
+    return tuple(int(v) for v in value)
 
 
 def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
-                 stride: Sequence[int], dilation: Sequence[int]) -> tuple[int, int, int, int]:
-    """(top, left, bottom, right) from `pads` or `auto_pad` (SAME_UPPER puts the odd pixel at
-    the bottom/right, SAME_LOWER at the top/left)."""
+                 stride: Sequence[int], dilation: Sequence[int]) -> tuple[int, ...]:
+    """The padding before each spatial axis, then after each, from `pads` or `auto_pad`
+    (SAME_UPPER puts the odd pixel after, SAME_LOWER before): (top, left, bottom, right) for
+    images."""
     auto_pad = attrs.get("auto_pad", "NOTSET")
     pads = attrs.get("pads")
+    dims = len(in_hw)
     if auto_pad == "NOTSET":
         if pads is None:
-            return (0, 0, 0, 0)
-        require(len(pads) == 4, f"pads={pads} (only 2-D windows are supported)")
-        return (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3]))
+            return (0,) * 2 * dims
+        require(len(pads) == 2 * dims, f"pads={pads} for {dims} spatial axes")
+        return tuple(int(p) for p in pads)
     if auto_pad == "VALID":
-        return (0, 0, 0, 0)
+        return (0,) * 2 * dims
     require(auto_pad in ("SAME_UPPER", "SAME_LOWER"), f"unsupported auto_pad={auto_pad!r}")
     before, after = [], []
     for n, k, s, d in zip(in_hw, kernel, stride, dilation):
@@ -486,7 +489,7 @@ def _window_pads(attrs: _Attrs, in_hw: Sequence[int], kernel: Sequence[int],
         small, large = total // 2, total - total // 2
         before.append(small if auto_pad == "SAME_UPPER" else large)
         after.append(large if auto_pad == "SAME_UPPER" else small)
-    return (before[0], before[1], after[0], after[1])
+    return (*before, *after)
 
 
 def _four_d(value: Value, what: str) -> None:
@@ -519,9 +522,23 @@ def _one_dimensional_too(convert: Converter) -> Converter:
     return converter
 
 
+def _volume_window(x: Value, kernel: Sequence[int], attrs: _Attrs) -> tuple:
+    """(stride, dilation, pads) of a window over (N, C, D, H, W) volumes."""
+    stride, dilation = _spatial(attrs, "strides", dims=3), _spatial(attrs, "dilations", dims=3)
+    return stride, dilation, _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
+
+
 @_converter("Conv")
 @_one_dimensional_too
 def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    if len(shape_of(inputs[0])) == 5:  # volumes: one 2-D convolution per depth tap
+        x, w, bias = inputs[0], inputs[1], _optional(inputs, 2)
+        kernel = shape_of(w)[2:]
+        require(_spatial(attrs, "kernel_shape", 0, dims=3) in ((0, 0, 0), tuple(kernel)),
+                f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
+        stride, dilation, pads = _volume_window(x, kernel, attrs)
+        y = im.conv3d(x, w, stride, pads, dilation, int(attrs.get("group", 1)))
+        return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
     x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
     y = im.graph.conv2d(im.as_node(x), im.as_node(w), stride=stride, padding=compact_padding(pads),
@@ -606,17 +623,31 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
             "dilation": dilation, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
 
 
+def _volume_pool(im: _Importer, x: Value, attrs: _Attrs, pool_type: str) -> Value:
+    """MaxPool or AveragePool over (N, C, D, H, W) volumes (`GraphWriter.pool3d`)."""
+    kernel = _spatial(attrs, "kernel_shape", 0, dims=3)
+    require(0 not in kernel, "kernel_shape is required")
+    stride, dilation, pads = _volume_window(x, kernel, attrs)
+    require(dilation == (1, 1, 1), f"dilations={dilation} of a 3-D pooling")
+    return im.pool3d(x, pool_type, kernel, stride, pads, bool(attrs.get("ceil_mode", 0)),
+                     bool(attrs.get("count_include_pad", 0)))
+
+
 @_converter("MaxPool")
 @_one_dimensional_too
 def _max_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     require(attrs.get("storage_order", 0) == 0, "storage_order=1")
     require(len(im.node.output) < 2 or not im.node.output[1], "the Indices output")
+    if len(shape_of(inputs[0])) == 5:
+        return [_volume_pool(im, inputs[0], attrs, "max")]
     return [im.op("max_pool2d", inputs[0], **_pool_common(im, inputs[0], attrs))]
 
 
 @_converter("AveragePool")
 @_one_dimensional_too
 def _avg_pool(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    if len(shape_of(inputs[0])) == 5:
+        return [_volume_pool(im, inputs[0], attrs, "avg")]
     args = _pool_common(im, inputs[0], attrs)
     include = bool(attrs.get("count_include_pad", 0))
     return [im.op("avg_pool2d", inputs[0], count_include_pad=include, **args)]

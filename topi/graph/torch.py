@@ -560,10 +560,28 @@ def _conv_transpose1d(im: _Importer, x: Value, w: Value, bias: Value | None = No
     return _convolution(im, x, w, bias, stride, padding, dilation, True, output_padding, groups)
 
 
+def _triple(v: Any) -> tuple[int, int, int]:
+    v = [int(a) for a in (v if isinstance(v, (tuple, list)) else [v])]
+    require(len(v) in (1, 3), f"{v} for a 3-D window")
+    return (v[0], v[-2 if len(v) == 3 else 0], v[-1])
+
+
+@_converter("aten.conv3d")
+def _conv3d(im: _Importer, x: Value, w: Value, bias: Value | None = None, stride: Any = 1,
+            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Value:
+    require(not isinstance(padding, str), f"padding={padding!r} of a 3-D convolution")
+    pads = _triple(padding)
+    y = im.conv3d(x, w, _triple(stride), pads + pads, _triple(dilation), int(groups))
+    return y if bias is None else im.op("bias_add", y, bias, axis=1)
+
+
 @_converter("aten.convolution")
 def _convolution(im: _Importer, x: Value, w: Value, bias: Value | None, stride: Any,
                  padding: Any, dilation: Any, transposed: bool, output_padding: Any,
                  groups: int) -> Value:
+    if len(shape_of(x)) == 5 and not transposed:
+        require(not any(output_padding), "output_padding of a convolution")
+        return _conv3d(im, x, w, bias, stride, padding, dilation, groups)
     if len(shape_of(x)) == 3:  # a 1-D convolution, computed one row high
         pads = padding if isinstance(padding, str) else _one_row_window(padding, 0)
         return im.drop_row(_convolution(
@@ -663,6 +681,27 @@ def _max_pool2d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
     y = im.op("max_pool2d", x, dilation=_pair(dilation), ceil_mode=bool(ceil_mode),
               **_pool_args(kernel, stride, padding))
     return (y, None) if "indices" in im.current else y
+
+
+@_converter("aten.max_pool3d", "aten.max_pool3d_with_indices")
+def _max_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    require(_triple(dilation) == (1, 1, 1), f"dilation={dilation} of a 3-D max pooling")
+    pads = _triple(padding)
+    y = im.pool3d(x, "max", _triple(kernel), _triple(stride if stride not in (None, [], ())
+                                                     else kernel), pads + pads, bool(ceil_mode))
+    return (y, None) if "indices" in im.current else y
+
+
+@_converter("aten.avg_pool3d")
+def _avg_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                ceil_mode: bool = False, count_include_pad: bool = True,
+                divisor_override: Any = None) -> Value:
+    require(divisor_override is None, "divisor_override")
+    pads = _triple(padding)
+    return im.pool3d(x, "avg", _triple(kernel), _triple(stride if stride not in (None, [], ())
+                                                        else kernel), pads + pads,
+                     bool(ceil_mode), bool(count_include_pad))
 
 
 @_converter("aten.avg_pool2d")

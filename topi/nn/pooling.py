@@ -9,14 +9,13 @@ window positions inside the padded input (a ceil_mode overhang past it is not co
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import tensorlang as tl
 from tensorlang.expr import Expr
 
 from .layout import nchwc_block
-from .utils import as_pair, check_tensor, const_shape, get_pad_tuple
+from .utils import as_pair, check_tensor, const_shape, get_pad_tuple, pooled_size
 
 POOL_LAYOUTS = ("NCHW", "NHWC", "NCHW<b>c")
 
@@ -91,9 +90,8 @@ def pool2d(
         raise TypeError(f"{what}: padding must be an int or a tuple, got {padding!r}")
     top, left, bottom, right = get_pad_tuple(padding, (kh, kw))
     h, w = shape[ha], shape[wa]
-    rounding = math.ceil if ceil_mode else math.floor
-    out_h = int(rounding((h + top + bottom - (kh - 1) * dh - 1) / sh)) + 1
-    out_w = int(rounding((w + left + right - (kw - 1) * dw - 1) / sw)) + 1
+    out_h = pooled_size(h, top, bottom, (kh - 1) * dh + 1, sh, ceil_mode)
+    out_w = pooled_size(w, left, right, (kw - 1) * dw + 1, sw, ceil_mode)
     if out_h < 1 or out_w < 1:
         raise ValueError(f"{what}: the window is larger than the padded input")
     out_shape = list(shape)

@@ -125,6 +125,19 @@ def check_axis(axis: int, ndim: int, name: str = "axis") -> int:
     return axis % ndim
 
 
+def pooled_size(size: int, before: int, after: int, window: int, stride: int,
+                ceil_mode: bool) -> int:
+    """How many windows of `window` (dilated) taps a pooling at `stride` places along an axis
+    of `size` padded by `before` and `after`: rounded up with `ceil_mode`, but a last window
+    must start inside the input or its front padding (PyTorch's rule, ONNX's since opset 19):
+    a 2-wide window at stride 3 over 4 pixels padded by 1 makes 2 windows, not 3."""
+    span = size + before + after - window
+    count = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (count - 1) * stride >= size + before:
+        count -= 1
+    return count
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..nn.utils import as_pair, get_pad_tuple
+from ..nn.utils import as_pair, get_pad_tuple, pooled_size
 from .layout import to_nchw, to_nchwc
 
 
@@ -25,9 +24,8 @@ def pool2d_python(data: np.ndarray, kernel, stride, dilation, padding, pool_type
     dh, dw = as_pair(dilation, "dilation")
     top, left, bottom, right = get_pad_tuple(padding, (kh, kw))
     n, c, h, w = x.shape
-    rounding = math.ceil if ceil_mode else math.floor
-    oh = int(rounding((h + top + bottom - (kh - 1) * dh - 1) / sh)) + 1
-    ow = int(rounding((w + left + right - (kw - 1) * dw - 1) / sw)) + 1
+    oh = pooled_size(h, top, bottom, (kh - 1) * dh + 1, sh, ceil_mode)
+    ow = pooled_size(w, left, right, (kw - 1) * dw + 1, sw, ceil_mode)
     fill = -np.inf if pool_type == "max" else 0.0
     padded = np.full((n, c, h + top + bottom, w + left + right), fill)
     padded[:, :, top:top + h, left:left + w] = x
