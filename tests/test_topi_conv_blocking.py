@@ -258,6 +258,19 @@ def test_blocked_stage_schedule_takes_a_prepacked_kernel(rng):
     assert_close(result, ref.conv2d_nchw_python(a, kernel, 1, 1, 1), 45)
 
 
+def _scheduled_conv2d_nchw(target: str, data_shape: tuple, kernel_shape: tuple, stride: int,
+                           padding: int):
+    """(lowered loop IR, built function) of conv2d_nchw under the x86 schedule for `target`."""
+    with tl.Target(target):
+        data = tl.placeholder(data_shape, name="data")
+        kernel = tl.placeholder(kernel_shape, name="kernel")
+        out = nn.conv2d_nchw(data, kernel, stride, padding)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = x86.schedule_conv2d_nchw([out])
+        return str(tl.lower(s, [data, kernel, out])), tl.build(s, [data, kernel, out])
+
+
 @pytest.mark.parametrize("target", [HOST, HASWELL])
 @pytest.mark.parametrize("batch,channels", [(1, 64), (1, 40), (2, 64)])
 def test_kernel_is_packed_per_block_of_output_channels_for_one_image(batch, channels, target,
@@ -266,15 +279,7 @@ def test_kernel_is_packed_per_block_of_output_channels_for_one_image(batch, chan
     loop over the blocks, just before its convolution (with 40 channels the last block is
     partial); with a batch the blocks repeat per image, so the kernel is packed once, at the
     top, in parallel."""
-    with tl.Target(target):
-        data = tl.placeholder((batch, 5, 7, 7), name="data")
-        kernel = tl.placeholder((channels, 5, 3, 3), name="kernel")
-        out = nn.conv2d_nchw(data, kernel, 1, 1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            s = x86.schedule_conv2d_nchw([out])
-        lowered = str(tl.lower(s, [data, kernel, out]))
-        f = tl.build(s, [data, kernel, out])
+    lowered, f = _scheduled_conv2d_nchw(target, (batch, 5, 7, 7), (channels, 5, 3, 3), 1, 1)
     if channels == 64:  # whole blocks of output channels on both targets
         blocks_loop = re.search(r"b\.ko\.outer\.fused\S* in range\(\d+\):  # parallel",
                                 lowered).start()
@@ -292,15 +297,7 @@ def test_nchw_write_back_keeps_its_channel_loop(target, rng):
     the block's columns; the loop over the channels stays a loop in the machine code (pragma
     `scalar_loop`), whatever the width of the block (here a partial one too): unrolled, the
     gathers of odd widths became hundreds of instructions each."""
-    with tl.Target(target):
-        data = tl.placeholder((1, 3, 31, 61), name="data")
-        kernel = tl.placeholder((35, 3, 3, 3), name="kernel")
-        out = nn.conv2d_nchw(data, kernel, 2, 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            s = x86.schedule_conv2d_nchw([out])
-        lowered = str(tl.lower(s, [data, kernel, out]))
-        f = tl.build(s, [data, kernel, out])
+    lowered, f = _scheduled_conv2d_nchw(target, (1, 3, 31, 61), (35, 3, 3, 3), 2, 0)
     write_backs = [line for line in lowered.splitlines() if "for ko.inner in range" in line]
     assert write_backs and all(line.endswith("# pragma(scalar_loop=True)") for line in write_backs)
     # A gather instruction or two per row (AVX-512; LLVM scalarises them for AVX2), not per
