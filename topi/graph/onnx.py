@@ -31,6 +31,7 @@ import numpy as np
 
 from ..symbolic import canon, dim_var, is_symbolic, quotient
 from .einsum import einsum
+from .volumes import conv3d, pool3d
 from .graph import Graph
 from .importer import (
     GraphWriter,
@@ -537,7 +538,7 @@ def _conv(im: _Importer, inputs: list, attrs: _Attrs) -> list:
         require(_spatial(attrs, "kernel_shape", 0, dims=3) in ((0, 0, 0), tuple(kernel)),
                 f"kernel_shape {attrs.get('kernel_shape')} differs from the weight's {kernel}")
         stride, dilation, pads = _volume_window(x, kernel, attrs)
-        y = im.conv3d(x, w, stride, pads, dilation, int(attrs.get("group", 1)))
+        y = conv3d(im, x, w, stride, pads, dilation, int(attrs.get("group", 1)))
         return [y if bias is None else im.op("bias_add", y, bias, axis=1)]
     x, w, bias, kernel, stride, dilation = _conv_window(inputs, attrs)
     pads = _window_pads(attrs, shape_of(x)[2:], kernel, stride, dilation)
@@ -624,12 +625,12 @@ def _pool_common(im: _Importer, x: Value, attrs: _Attrs) -> dict:
 
 
 def _volume_pool(im: _Importer, x: Value, attrs: _Attrs, pool_type: str) -> Value:
-    """MaxPool or AveragePool over (N, C, D, H, W) volumes (`GraphWriter.pool3d`)."""
+    """MaxPool or AveragePool over (N, C, D, H, W) volumes (`volumes.pool3d`)."""
     kernel = _spatial(attrs, "kernel_shape", 0, dims=3)
     require(0 not in kernel, "kernel_shape is required")
     stride, dilation, pads = _volume_window(x, kernel, attrs)
     require(dilation == (1, 1, 1), f"dilations={dilation} of a 3-D pooling")
-    return im.pool3d(x, pool_type, kernel, stride, pads, bool(attrs.get("ceil_mode", 0)),
+    return pool3d(im, x, pool_type, kernel, stride, pads, bool(attrs.get("ceil_mode", 0)),
                      bool(attrs.get("count_include_pad", 0)))
 
 
@@ -928,7 +929,8 @@ def _col2im(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     strides = [int(d) for d in attrs.get("strides", [1] * dims)]
     pads = [int(p) for p in attrs.get("pads", [0] * 2 * dims)]
     padded = [n + pads[d] + pads[d + dims] for d, n in enumerate(image)]
-    counts = [(p - d * (k - 1) - 1) // s + 1 for p, d, k, s in zip(padded, dilations, block, strides)]
+    counts = [(p - d * (k - 1) - 1) // s + 1
+              for p, d, k, s in zip(padded, dilations, block, strides)]
     batch, rows, columns = shape_of(x)
     taps = math.prod(block)
     require(rows % taps == 0 and columns == math.prod(counts) and min(counts) >= 1,

@@ -31,6 +31,7 @@ import numpy as np
 from ..symbolic import canon, dim_var, free_vars, is_symbolic, product, quotient
 from .graph import Graph, Node
 from .passes import remove_dead_nodes
+from .volumes import conv3d, pool3d
 from .importer import (
     GraphWriter,
     UnsupportedError,
@@ -571,7 +572,7 @@ def _conv3d(im: _Importer, x: Value, w: Value, bias: Value | None = None, stride
             padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Value:
     require(not isinstance(padding, str), f"padding={padding!r} of a 3-D convolution")
     pads = _triple(padding)
-    y = im.conv3d(x, w, _triple(stride), pads + pads, _triple(dilation), int(groups))
+    y = conv3d(im, x, w, _triple(stride), pads + pads, _triple(dilation), int(groups))
     return y if bias is None else im.op("bias_add", y, bias, axis=1)
 
 
@@ -688,7 +689,7 @@ def _max_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
                 dilation: Any = 1, ceil_mode: bool = False) -> Any:
     require(_triple(dilation) == (1, 1, 1), f"dilation={dilation} of a 3-D max pooling")
     pads = _triple(padding)
-    y = im.pool3d(x, "max", _triple(kernel), _triple(stride if stride not in (None, [], ())
+    y = pool3d(im, x, "max", _triple(kernel), _triple(stride if stride not in (None, [], ())
                                                      else kernel), pads + pads, bool(ceil_mode))
     return (y, None) if "indices" in im.current else y
 
@@ -699,7 +700,7 @@ def _avg_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
                 divisor_override: Any = None) -> Value:
     require(divisor_override is None, "divisor_override")
     pads = _triple(padding)
-    return im.pool3d(x, "avg", _triple(kernel), _triple(stride if stride not in (None, [], ())
+    return pool3d(im, x, "avg", _triple(kernel), _triple(stride if stride not in (None, [], ())
                                                         else kernel), pads + pads,
                      bool(ceil_mode), bool(count_include_pad))
 
