@@ -360,6 +360,22 @@ def test_index_put_at_positions_computed_at_run_time_is_refused():
         tg.from_torch(module, (torch.rand(4, 5), torch.tensor([0, 2])))
 
 
+def _window_labels(x: torch.Tensor) -> torch.Tensor:
+    """x plus a label per shifted-window region, as video Swin builds its attention mask: a
+    window as deep as the map makes the first depth piece empty, and it is sliced again."""
+    mask = x.new_zeros(4, 6)
+    count = 0
+    for d in ((0, -4), (-4, -2), (-2, None)):
+        for h in ((0, -3), (-3, -1), (-1, None)):
+            mask[d[0]:d[1], h[0]:h[1]] = count
+            count += 1
+    return x + mask
+
+
+def test_slices_of_empty_constants():
+    check(Lambda(_window_labels), (2, 4, 6))
+
+
 def test_index_put_of_no_position_is_the_input():
     check(Lambda(lambda x: x.index_put((torch.arange(4) > 5,), torch.tensor(1.0)) * 3), (4, 5))
 

@@ -853,6 +853,8 @@ def _slice(im: _Importer, x: Value, dim: int = 0, start: Any = None, end: Any = 
                              [dim % len(shape_of(x))], [step])
     start = 0 if start is None else int(start)
     end = n if end is None else min(int(end), n)
+    if isinstance(x, np.ndarray):  # folded with numpy, empty pieces of empty arrays included
+        return x[(slice(None),) * (dim % x.ndim) + (slice(start, end, int(step)),)]
     if not range(*slice(start, end, int(step)).indices(n)):
         # An empty piece (a rotary embedding over the whole head leaves nothing to pass
         # through): an array of no elements, which concatenation drops.
