@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from ..nn.utils import pooled_size
 from ..symbolic import canon, dim_var, is_symbolic, quotient
 from .einsum import einsum
-from .volumes import conv3d, pool3d
 from .graph import Graph
 from .importer import (
     GraphWriter,
@@ -44,6 +44,7 @@ from .importer import (
     shape_of,
     shape_value,
 )
+from .volumes import conv3d, pool3d
 
 try:
     import onnx
@@ -631,7 +632,7 @@ def _volume_pool(im: _Importer, x: Value, attrs: _Attrs, pool_type: str) -> Valu
     stride, dilation, pads = _volume_window(x, kernel, attrs)
     require(dilation == (1, 1, 1), f"dilations={dilation} of a 3-D pooling")
     return pool3d(im, x, pool_type, kernel, stride, pads, bool(attrs.get("ceil_mode", 0)),
-                     bool(attrs.get("count_include_pad", 0)))
+                  bool(attrs.get("count_include_pad", 0)))
 
 
 @_converter("MaxPool")
@@ -929,8 +930,8 @@ def _col2im(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     strides = [int(d) for d in attrs.get("strides", [1] * dims)]
     pads = [int(p) for p in attrs.get("pads", [0] * 2 * dims)]
     padded = [n + pads[d] + pads[d + dims] for d, n in enumerate(image)]
-    counts = [(p - d * (k - 1) - 1) // s + 1
-              for p, d, k, s in zip(padded, dilations, block, strides)]
+    counts = [pooled_size(n, pads[d], pads[d + dims], dilations[d] * (block[d] - 1) + 1,
+                          strides[d], False) for d, n in enumerate(image)]
     batch, rows, columns = shape_of(x)
     taps = math.prod(block)
     require(rows % taps == 0 and columns == math.prod(counts) and min(counts) >= 1,

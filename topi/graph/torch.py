@@ -31,7 +31,6 @@ import numpy as np
 from ..symbolic import canon, dim_var, free_vars, is_symbolic, product, quotient
 from .graph import Graph, Node
 from .passes import remove_dead_nodes
-from .volumes import conv3d, pool3d
 from .importer import (
     GraphWriter,
     UnsupportedError,
@@ -42,6 +41,7 @@ from .importer import (
     require,
     shape_of,
 )
+from .volumes import conv3d, pool3d
 
 try:
     import torch
@@ -670,8 +670,13 @@ def _softmax(im: _Importer, x: Value, dim: int, half_to_float: Any = False) -> V
     return im.op(op, x, axis=int(dim))
 
 
+def _stride_or_kernel(stride: Any, kernel: Any) -> Any:
+    """A pooling's stride, which defaults to its kernel."""
+    return stride if stride not in (None, [], ()) else kernel
+
+
 def _pool_args(kernel: Any, stride: Any, padding: Any) -> dict:
-    stride = stride if stride not in (None, [], ()) else kernel
+    stride = _stride_or_kernel(stride, kernel)
     return {"kernel": _pair(kernel), "stride": _pair(stride), "padding": _pair(padding)}
 
 
@@ -689,8 +694,8 @@ def _max_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
                 dilation: Any = 1, ceil_mode: bool = False) -> Any:
     require(_triple(dilation) == (1, 1, 1), f"dilation={dilation} of a 3-D max pooling")
     pads = _triple(padding)
-    y = pool3d(im, x, "max", _triple(kernel), _triple(stride if stride not in (None, [], ())
-                                                     else kernel), pads + pads, bool(ceil_mode))
+    y = pool3d(im, x, "max", _triple(kernel), _triple(_stride_or_kernel(stride, kernel)),
+               pads + pads, bool(ceil_mode))
     return (y, None) if "indices" in im.current else y
 
 
@@ -700,9 +705,8 @@ def _avg_pool3d(im: _Importer, x: Value, kernel: Any, stride: Any = None, paddin
                 divisor_override: Any = None) -> Value:
     require(divisor_override is None, "divisor_override")
     pads = _triple(padding)
-    return pool3d(im, x, "avg", _triple(kernel), _triple(stride if stride not in (None, [], ())
-                                                        else kernel), pads + pads,
-                     bool(ceil_mode), bool(count_include_pad))
+    return pool3d(im, x, "avg", _triple(kernel), _triple(_stride_or_kernel(stride, kernel)),
+                  pads + pads, bool(ceil_mode), bool(count_include_pad))
 
 
 @_converter("aten.avg_pool2d")

@@ -18,8 +18,8 @@ def conv3d(im: GraphWriter, x: Value, w: Value, stride: tuple, padding: tuple,
     is zeros), the taps' results summed."""
     n, c, depth, h, width = shape_of(x)
     k, _, taps = shape_of(w)[:3]
-    out_depth = (depth + padding[0] + padding[3] - dilation[0] * (taps - 1) - 1) \
-        // stride[0] + 1
+    out_depth = pooled_size(depth, padding[0], padding[3], dilation[0] * (taps - 1) + 1,
+                            stride[0], False)
     require(out_depth >= 1, f"a 3-D kernel of depth {taps} over {depth} frames")
     frames = im.op("transpose", x, axes=(0, 2, 1, 3, 4))  # (N, D, C, H, W)
     padded = padding[0] or padding[3] or stride[0] > 1 or taps > 1
@@ -27,10 +27,10 @@ def conv3d(im: GraphWriter, x: Value, w: Value, stride: tuple, padding: tuple,
         zero = np.zeros((n, 1, c, h, width), dtype_of(x))
         frames = im.op("concatenate", frames, zero, axis=1)
     total = None
+    starts = np.arange(out_depth) * stride[0] - padding[0]
     for t in range(taps):
-        read = np.arange(out_depth) * stride[0] + t * dilation[0] - padding[0]
-        read = np.where((read >= 0) & (read < depth), read, depth).astype(np.int64)
-        picked = im.op("take", frames, read, axis=1) if padded else frames
+        picked = im.op("take", frames, _frames_read(starts + t * dilation[0], depth),
+                       axis=1) if padded else frames
         weight = w[:, :, t] if isinstance(w, np.ndarray) else im.op(
             "take", w, np.array(t, np.int64), axis=2)
         y = im.graph.conv2d(
@@ -59,23 +59,29 @@ def pool3d(im: GraphWriter, x: Value, pool_type: str, kernel: tuple, stride: tup
         pooled = im.op("max_pool2d", frames, dilation=(1, 1), **attrs)
     else:
         pooled = im.op("avg_pool2d", frames, count_include_pad=bool(count_include_pad),
-                         **attrs)
+                       **attrs)
     out_h, out_w = shape_of(pooled)[2:]
     pooled = im.reshape(pooled, (n * c, depth, out_h, out_w))
     edge = (-np.inf if "float" in dtype_of(x) else np.iinfo(dtype_of(x)).min) \
         if pool_type == "max" else 0
     pooled = im.op("concatenate", pooled,
-                     np.full((n * c, 1, out_h, out_w), edge, dtype_of(x)), axis=1)
+                   np.full((n * c, 1, out_h, out_w), edge, dtype_of(x)), axis=1)
     out = None
     starts = np.arange(out_depth) * stride[0] - padding[0]
     for t in range(kernel[0]):
-        read = np.where((starts + t >= 0) & (starts + t < depth), starts + t, depth)
-        tap = im.op("take", pooled, read.astype(np.int64), axis=1)
+        tap = im.op("take", pooled, _frames_read(starts + t, depth), axis=1)
         out = tap if out is None else im.op("maximum" if pool_type == "max" else "add",
-                                              out, tap)
+                                            out, tap)
     if pool_type != "max":
         lo, hi = (-padding[0], depth + padding[3]) if count_include_pad else (0, depth)
         counts = np.minimum(starts + kernel[0], hi) - np.maximum(starts, lo)
         scale = (1.0 / np.maximum(counts, 1)).astype(dtype_of(x)).reshape(out_depth, 1, 1)
         out = im.op("multiply", out, scale)
     return im.reshape(out, (n, c, out_depth, out_h, out_w))
+
+
+def _frames_read(positions: np.ndarray, depth: int) -> np.ndarray:
+    """The frames at depth `positions`, those past either edge replaced by the edge frame
+    appended after the last one (index `depth`)."""
+    inside = (positions >= 0) & (positions < depth)
+    return np.where(inside, positions, depth).astype(np.int64)
