@@ -107,6 +107,13 @@ def _binary_bounds(op: BinaryOp, a: Interval, b: Interval) -> Interval:
     return (-INF, INF)
 
 
+def conjuncts(cond: Expr) -> list[Expr]:
+    """The terms of a conjunction `a & b & ...` (`[cond]` for any other condition)."""
+    if isinstance(cond, Binary) and cond.op is BinaryOp.AND:
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
 def prove(cond: Expr, ranges: Ranges) -> bool | None:
     """True/False when the ranges decide `cond`, None when they do not."""
     return Simplifier(ranges).prove(cond)
@@ -326,6 +333,32 @@ class Simplifier(Mutator):
         dimension) simplifies each shared subexpression once."""
         cond = self.visit(cond)
         return bool(cond.value) if _is_const(cond) else None
+
+    def implied_range(self, cond: Expr, var: Var) -> Interval:
+        """The values of the integer `var` that `cond` allows by its conjuncts that bound `var`
+        alone (`c * var + k` against a constant); (-INF, INF) where none does. The guard of
+        a partial tile, `x + 66 < 73`, allows x in [-INF, 6]."""
+        lo, hi = -INF, INF
+        for term in conjuncts(cond):
+            if not (isinstance(term, Compare) and term.a.dtype.is_integer
+                    and term.a.dtype.lanes == 1):
+                continue
+            diff = self._linear(Binary(BinaryOp.SUB, term.a, term.b, term.a.dtype))
+            atoms = diff.nonzero()
+            if len(atoms) != 1 or atoms[0][0] is not var:
+                continue
+            coef, k = atoms[0][1], diff.constant
+            # coef * var + k  op  0, as coef * var in [low, high]
+            low, high = {CompareOp.LT: (-INF, -k - 1), CompareOp.LE: (-INF, -k),
+                         CompareOp.GT: (1 - k, INF), CompareOp.GE: (-k, INF),
+                         CompareOp.EQ: (-k, -k)}.get(term.op, (-INF, INF))
+            if coef < 0:
+                coef, low, high = -coef, -high, -low
+            if low != -INF:
+                lo = max(lo, -(-low // coef))
+            if high != INF:
+                hi = min(hi, high // coef)
+        return lo, hi
 
     def visit(self, node: Expr) -> Expr:
         known = self._done.get(id(node))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorlang as tl
-from tensorlang.arith import const_bounds, prove, simplify, symbolic_bounds
+from tensorlang.arith import INF, Simplifier, const_bounds, prove, simplify, symbolic_bounds
 from tensorlang.expr import Const
 from tensorlang.visitor import contains, free_vars, structural_equal, substitute
 
@@ -38,6 +38,25 @@ RANGES = {io: (0, 10), ii: (0, 3)}
 )
 def test_simplify_rules(expr, expected):
     assert str(simplify(expr, RANGES)) == expected
+
+
+@pytest.mark.parametrize(
+    "cond,expected",
+    [
+        (io + 66 < 73, (-INF, 6)),  # the guard of a partial tile
+        (io * 3 <= 10, (-INF, 3)),
+        (9 - io * 2 > 0, (-INF, 4)),  # a negative coefficient: io < 4.5
+        (io * 2 >= 5, (3, INF)),
+        ((io >= 2) & (io < 7) & (ii < 3), (2, 6)),  # the other variable's conjunct is no bound
+        (io * 2 == 8, (4, 4)),
+        (io * 2 == 7, (4, 3)),  # no integer: an empty range
+        (io + ii < 5, (-INF, INF)),  # a bound on a sum, not on io alone
+        (io != 3, (-INF, INF)),
+        ((io < 4) | (io > 8), (-INF, INF)),  # a disjunction bounds nothing
+    ],
+)
+def test_implied_range_of_a_variable(cond, expected):
+    assert Simplifier().implied_range(cond, io) == expected
 
 
 def test_conditions_decided_by_ranges():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tensorlang as tl
+from tensorlang.lower import lower_structure
 
 
 def lowered(s, args, name):
@@ -41,6 +42,24 @@ def test_guard_that_the_inner_loop_cannot_split_is_split_at_the_outer_loop():
     _, xi = s[B].split(B.op.axis[0], factor=4)
     s[B].fuse(xi, B.op.axis[1])
     assert lowered(s, [A, B], "fused_tail") == FUSED_TAIL
+
+
+def test_partial_tile_loops_run_only_where_their_guard_holds():
+    """A block computed per tile of a non-dividing split (20 = 2 x 8 + 4): in the last tile the
+    block's loop runs 4 iterations instead of 8 under a guard, already in the loop structure
+    (so unrolling copies 4 bodies, not 8), and the vectorized tail is a 4-lane vector with no
+    mask."""
+    A = tl.placeholder((20,), "float32", name="A")
+    B = tl.compute((20,), lambda i: A[i] * 2.0, name="B")
+    C = tl.compute((20,), lambda i: B[i] + 1.0, name="C")
+    s = tl.create_schedule(C.op)
+    outer, inner = s[C].split(C.op.axis[0], factor=8)
+    s[B].compute_at(s[C], outer)
+    s[B].unroll(s[B].op.axis[0])
+    s[C].vectorize(inner)
+    structure = str(lower_structure(s, [A, C], "tile_tail"))
+    assert "for i in range(4):  # unrolled" in structure and " if " not in structure
+    assert lowered(s, [A, C], "tile_tail") == TILE_TAIL
 
 
 def test_reduction_init_before_first_reduction_loop():
@@ -100,6 +119,26 @@ def split_tail(A: float32[10, 6], B: float32[10, 6]):
         B[j + 48] = A[j + 48] * 2.0
     for j in range(6):
         B[j + 54] = A[j + 54] * 2.0"""
+
+TILE_TAIL = """\
+def tile_tail(A: float32[20], C: float32[20]):
+    for i.outer in range(2):
+        B = allocate((8,), float32, 'local')
+        B[0] = A[i.outer * 8] * 2.0
+        B[1] = A[i.outer * 8 + 1] * 2.0
+        B[2] = A[i.outer * 8 + 2] * 2.0
+        B[3] = A[i.outer * 8 + 3] * 2.0
+        B[4] = A[i.outer * 8 + 4] * 2.0
+        B[5] = A[i.outer * 8 + 5] * 2.0
+        B[6] = A[i.outer * 8 + 6] * 2.0
+        B[7] = A[i.outer * 8 + 7] * 2.0
+        C[ramp(i.outer * 8, 1, 8)] = B[ramp(0, 1, 8)] + x8(1.0)
+    B = allocate((8,), float32, 'local')
+    B[0] = A[16] * 2.0
+    B[1] = A[17] * 2.0
+    B[2] = A[18] * 2.0
+    B[3] = A[19] * 2.0
+    C[ramp(16, 1, 4)] = B[ramp(0, 1, 4)] + x4(1.0)"""
 
 FUSED_TAIL = """\
 def fused_tail(A: float32[10, 6], B: float32[10, 6]):

@@ -308,3 +308,24 @@ def test_nchw_write_back_keeps_its_channel_loop(target, rng):
     result = np.zeros((1, 35, 15, 30), "float32")
     f(a, k, result)
     assert_close(result, ref.conv2d_nchw_python(a, k, 2, 0, 1), 27)
+
+
+@pytest.mark.parametrize("target", [HOST, HASWELL])
+def test_one_column_block_writes_back_in_a_scalar_loop(target, rng):
+    """A register block one column wide (on Zen 4 the fallback's 14 x 1 for 14 rows of 31
+    columns) writes each channel's column back row by row in a loop that LLVM leaves scalar
+    (pragma `scalar_loop`): its loop vectorizer spent 10-15 ms making scatters of it. The
+    result matches the reference on odd channel counts."""
+    for height in range(2, 17):  # the first plane whose fallback block is one column wide
+        lowered, f = _scheduled_conv2d_nchw(target, (1, 13, height, 31), (20, 13, 3, 3), 1, 1)
+        lines = lowered.splitlines()
+        rows = [(line, lines[i + 1]) for i, line in enumerate(lines) if "for y.inner in" in line]
+        if rows and not any("ramp(" in store for _, store in rows):  # a scalar row each
+            break
+    else:
+        pytest.fail(f"no plane of 2-16 rows x 31 columns gets a one-column block on {target}")
+    assert all(loop.endswith("# pragma(scalar_loop=True)") for loop, _ in rows)
+    a, k = uniform(rng, 1, 13, height, 31), uniform(rng, 20, 13, 3, 3)
+    result = np.zeros((1, 20, height, 31), "float32")
+    f(a, k, result)
+    assert_close(result, ref.conv2d_nchw_python(a, k, 1, 1, 1), 117)

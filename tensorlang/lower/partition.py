@@ -8,16 +8,10 @@ then branch-free, which is what vectorization and the CPU's pipeline want.
 
 from __future__ import annotations
 
-from ..arith import INF, Simplifier, simplify, structural_key, symbolic_bounds
+from ..arith import INF, Simplifier, conjuncts, simplify, structural_key, symbolic_bounds
 from ..expr import Binary, BinaryOp, Compare, CompareOp, Const, Expr, Var, binary, const
 from ..ir import For, ForKind, IfThenElse, PrimFunc, Stmt, seq
 from ..visitor import Mutator, Visitor, substitute, uses_var
-
-
-def _atoms(cond: Expr) -> list[Expr]:
-    if isinstance(cond, Binary) and cond.op is BinaryOp.AND:
-        return _atoms(cond.a) + _atoms(cond.b)
-    return [cond]
 
 
 def _as_negative(atom: Expr) -> Expr | None:
@@ -148,7 +142,7 @@ class _Partitioner(Mutator):
         false_after: set[int] = set()  # exact "below" atoms: false above it
         seen_bounds: set[object] = set()
         for guard in finder.guards:
-            for atom in _atoms(guard.cond):
+            for atom in conjuncts(guard.cond):
                 neg = _as_negative(atom)
                 if neg is None or not uses_var(neg, {node.var}) or _decided_further_in(neg, inner):
                     continue

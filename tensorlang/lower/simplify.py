@@ -1,7 +1,10 @@
 """Simplify every expression of a function, using the constant ranges of enclosing loops.
 
 Removes branches whose condition the loop ranges decide, loops that run zero times, and turns
-one-iteration loops into a substitution, so later passes and the printed IR stay small.
+one-iteration loops into a substitution, so later passes and the printed IR stay small. A loop
+whose whole body is guarded by a bound on its own variable runs only where the guard holds: the
+partial last tile of a non-dividing split (`for x in 0..11: if x + 66 < 73`) becomes a loop of 7
+iterations without the guard, so unrolling and vectorizing copy only the iterations that exist.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ class _StmtSimplifier(Mutator):
 
     def visit_For(self, node: For) -> Stmt:
         lo, extent = self.expr.visit(node.min), self.expr.visit(node.extent)
+        if isinstance(lo, Const) and isinstance(extent, Const):
+            first, count = guarded_range(node, int(lo.value), int(extent.value), self.expr)
+            if (first, count) != (int(lo.value), int(extent.value)):
+                lo, extent = Const(first, lo.dtype), Const(count, extent.dtype)
         if isinstance(extent, Const) and int(extent.value) <= 0:
             return NOP
         if isinstance(extent, Const) and int(extent.value) == 1 and not node.annotations:
@@ -67,6 +74,20 @@ class _StmtSimplifier(Mutator):
 
     def visit_LetStmt(self, node: LetStmt) -> Stmt:
         return self.generic_visit(node)
+
+
+def guarded_range(loop: For, first: int, extent: int, simplifier: Simplifier) -> tuple[int, int]:
+    """(first, extent) of `loop`, whose range is given as constants, narrowed to where the guard
+    of its body can hold: an `if` without `else` that the body is, seen through inner loops
+    (whose variables such a bound does not use)."""
+    body = loop.body
+    while isinstance(body, For):
+        body = body.body
+    if not (isinstance(body, IfThenElse) and body.else_case is None):
+        return first, extent
+    low, high = simplifier.implied_range(body.cond, loop.var)
+    new_first, new_last = max(first, low), min(first + extent - 1, high)
+    return int(new_first), max(int(new_last - new_first + 1), 0)
 
 
 def simplify_func(func: PrimFunc) -> PrimFunc:

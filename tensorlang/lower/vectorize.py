@@ -3,8 +3,10 @@
 A lowering pass (PrimFunc -> PrimFunc). The loop variable v becomes `Ramp(min, 1, L)` and vector
 types propagate outwards: scalars next to vectors are broadcast, loads and stores whose index is
 affine in v keep a Ramp index (one vector load/store in the codegen), other vector indices become
-gathers/scatters. An `if` whose condition depends on v and whose body only stores becomes masked
-stores with masked loads under it: the vector tail of a non-dividing split.
+gathers/scatters. A loop of constant range whose body is guarded by a bound on v alone keeps
+only the lanes the guard allows (the last tile of a non-dividing split, unrolled: a shorter
+vector). Any other `if` whose condition depends on v and whose body only stores becomes masked
+stores with masked loads under it.
 
 A loop of constant extent up to 64 becomes one vector of that many lanes (a schedule that asks
 for that width gets it). A longer or symbolic extent runs as a serial loop over chunks of the
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..arith import INF, const_bounds, simplify, upper_bound
+from ..arith import INF, Simplifier, const_bounds, simplify, upper_bound
 from ..calls import Reinterpret
 from ..dtype import BOOL
 from ..expr import (
@@ -59,6 +61,7 @@ from ..ir import (
 )
 from ..schedule import ScheduleError
 from ..visitor import Mutator, nodes_below, structural_equal, substitute, uses_var
+from .simplify import guarded_range
 
 MAX_LANES = 64
 """The longest vector a constant extent becomes in one piece; longer ones run in native chunks."""
@@ -375,6 +378,7 @@ def _vectorize_loop(node: For, vector_bits: int) -> Stmt:
 class _LoopVectorizer(Mutator):
     def __init__(self, vector_bits: int) -> None:
         self.vector_bits = vector_bits
+        self.guards = Simplifier()
 
     def visit_For(self, node: For) -> Stmt:
         body = self.visit(node.body)  # inner loops first
@@ -382,7 +386,15 @@ class _LoopVectorizer(Mutator):
             if body is node.body:
                 return node
             return For(node.var, node.min, node.extent, node.kind, body, node.annotations)
-        node = For(node.var, node.min, node.extent, node.kind, body, node.annotations)
+        lo, extent = node.min, node.extent
+        if isinstance(lo, Const) and isinstance(extent, Const):
+            # The lanes of an unrolled copy of a partial tile that its guard allows (the copies
+            # substitute the tile's position into the guard after the structure was simplified).
+            first, count = guarded_range(node, int(lo.value), int(extent.value), self.guards)
+            if count <= 0:
+                return seq()
+            lo, extent = Const(first, lo.dtype), Const(count, extent.dtype)
+        node = For(node.var, lo, extent, node.kind, body, node.annotations)
         why = _lane_hazard(node.body)
         if why is None:
             try:

@@ -270,6 +270,11 @@ def schedule_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
         # gather per channel costs the same either way: the kernels ran at 0.99-1.10x their
         # unrolled time, 64 -> 256 1x1 at 56x56 at 1.31x (idle Zen 4, 2 threads).
         o.pragma(k_inner, "scalar_loop")
+        if cfg["tile_ow"].size[-1] == 1 < cfg["tile_oh"].size[-1]:
+            # A block one column wide writes each channel's column row by row, a scalar copy
+            # that LLVM's loop vectorizer took 10-15 ms to turn into scatters (16 -> 24 7x7 at
+            # 29x31, a 29 x 1 block).
+            o.pragma(y_inner, "scalar_loop")
     # A kernel packed here is packed per block of output channels, inside a parallel loop that
     # visits each block once (see `pack_kernel`).
     packs_per_block = static_extent(n) == 1 and isinstance(kernel_vec.op, tl.ComputeOp)
