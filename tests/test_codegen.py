@@ -497,3 +497,37 @@ def test_a_block_loads_an_address_once_and_reads_back_what_it_stored(rng) -> Non
     build_module(func)(xs, *results)
     np.testing.assert_allclose(results[1][0], expected, rtol=1e-6)
     np.testing.assert_allclose(xs[2], xs[0] * xs[0] + xs[1], rtol=1e-6)
+
+
+def test_local_names_stay_apart_when_a_prefix_ends_in_a_digit() -> None:
+    """Names are a prefix (a loop variable's name) and a counter: "i1" at 26 and "i" at 126
+    must not both be %i126, whatever the counts."""
+    from tensorlang.codegen.irtext import FunctionWriter
+
+    writer = FunctionWriter("")
+    names = [writer.fresh("i"), writer.fresh("i1")]  # "i1" at count 2
+    names += [writer.fresh("i") for _ in range(10)]  # "i" at counts 3 to 12
+    names += [writer.fresh(prefix) for _ in range(150) for prefix in ("i", "i1", "i12", "x_", "")]
+    assert len(set(names)) == len(names)
+
+
+def test_staged_copy_at_an_unrolled_loop_compiles_with_distinct_loop_names() -> None:
+    """A cache of B computed at an unrolled reduction loop: each copy has loops over `i1` and
+    `i`, which once collided in the LLVM IR ("multiple definition of %i126")."""
+    import tensorlang as tl
+
+    a = tl.placeholder((2, 3), name="A")
+    b = tl.placeholder((3, 2), name="B")
+    k = tl.reduce_axis((0, 3), name="k")
+    c = tl.compute((2, 2), lambda i, j: tl.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = tl.create_schedule(c.op)
+    cached = s.cache_read(b, "local", [c])
+    i, j = c.op.axis
+    s[c].unroll(k)
+    s[c].reorder(k, j, i)
+    s[cached].compute_at(s[c], k)
+    rng = np.random.default_rng(0)
+    x, y = rng.random((2, 3), dtype="float32"), rng.random((3, 2), dtype="float32")
+    out = np.zeros((2, 2), "float32")
+    tl.build(s, [a, b, c])(x, y, out)
+    np.testing.assert_allclose(out, x @ y, rtol=1e-6)

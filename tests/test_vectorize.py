@@ -210,3 +210,20 @@ def test_unroll_constant_min_folds_and_any_constant_extent() -> None:
     unbounded = loop(i, n, BufferStore(a, i, Const(1.0, F32)), ForKind.UNROLLED)
     with pytest.raises(ScheduleError, match="unroll: loop i has extent n"):
         unroll_loops(PrimFunc("u", (a,), (n,), unbounded))
+
+
+@pytest.mark.parametrize("rows, first, second", [(5, 3, 2), (17, 5, 2), (13, 4, 3), (7, 7, 5)])
+def test_outer_vector_loop_over_an_inner_loop_split_twice(rows, first, second) -> None:
+    """The outer loop of a non-dividing split vectorized, and its inner loop split again: the
+    innermost loop's range depends on the lanes and on the loop around it, which the vector
+    code bounds by that loop's own range (it raised "no constant bounds" before)."""
+    a = tl.placeholder((rows, 3), name="A")
+    out = tl.compute((rows, 3), lambda i, j: a[i, j] * 2.0 + 1.0, name="out")
+    s = tl.create_schedule(out.op)
+    outer, inner = s[out].split(out.op.axis[0], factor=first)
+    s[out].vectorize(outer)
+    s[out].split(inner, factor=second)
+    data = np.random.default_rng(rows).random((rows, 3), dtype="float32")
+    result = np.full((rows, 3), np.nan, "float32")
+    tl.build(s, [a, out])(data, result)
+    np.testing.assert_allclose(result, data * 2.0 + 1.0, rtol=1e-6)

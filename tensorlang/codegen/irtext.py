@@ -154,8 +154,11 @@ class FunctionWriter:
         self._memory.pop(base.ref, None)
 
     def fresh(self, prefix: str = "t") -> str:
+        """A new local name: `prefix` and the writer's counter, which ends every name and so
+        keeps them apart; after a prefix that ends in a digit a "_" comes first (the loop
+        variables "i1" and "i" at counts 26 and 126 would both have been %i126)."""
         self._counter += 1
-        return f"%{prefix}{self._counter}"
+        return f"%{prefix}{'_' if prefix[-1:].isdigit() else ''}{self._counter}"
 
     def label(self, prefix: str) -> str:
         self._counter += 1

@@ -257,10 +257,11 @@ class _Vectorizer:
     def _inner_loop(self, s: For) -> Stmt:
         """A loop inside the vector loop stays a loop. Where its range differs between lanes
         (guards of non-dividing splits), it runs over the union of the lanes' ranges and masks
-        each lane outside its own."""
+        each lane outside its own. Its own range bounds the loops inside it, whose ranges may
+        depend on it and on the lanes (a vector loop split twice inside)."""
+        end = Binary(BinaryOp.ADD, s.min, s.extent, s.extent.dtype)
+        lo, hi = const_bounds(simplify(s.min), self.ranges)[0], upper_bound(end, self.ranges)
         if uses_var(s.min, set(self.map)) or uses_var(s.extent, set(self.map)):
-            end = Binary(BinaryOp.ADD, s.min, s.extent, s.extent.dtype)
-            lo, hi = const_bounds(simplify(s.min), self.ranges)[0], upper_bound(end, self.ranges)
             if hi is None or lo == -INF:
                 raise _CannotVectorize(f"the range of the inner loop {s.var.name} differs by "
                                        "lane and has no constant bounds")
@@ -269,7 +270,16 @@ class _Vectorizer:
             t = s.extent.dtype
             s = For(s.var, Const(int(lo), t), Const(max(hi - int(lo), 0), t), s.kind,
                     IfThenElse(inside, s.body, None, True), s.annotations)
-        return For(s.var, s.min, s.extent, s.kind, self.stmt(s.body), s.annotations)
+        saved = self.ranges.get(s.var)
+        if hi is not None and lo != -INF:
+            self.ranges[s.var] = (int(lo), hi - 1)
+        try:
+            return For(s.var, s.min, s.extent, s.kind, self.stmt(s.body), s.annotations)
+        finally:
+            if saved is None:
+                self.ranges.pop(s.var, None)
+            else:
+                self.ranges[s.var] = saved
 
     def _store(self, s: BufferStore) -> Stmt:
         index = self.expr(s.index)
