@@ -23,6 +23,7 @@ from tensorlang.ir import (
     Scope,
     Seq,
 )
+from tensorlang.lower import CODE_STEPS, STRUCTURE_STEPS
 from tensorlang.lower.unroll import unroll_loops
 from tensorlang.lower.vectorize import vectorize_loops
 from tensorlang.runtime import build_module
@@ -227,3 +228,22 @@ def test_outer_vector_loop_over_an_inner_loop_split_twice(rows, first, second) -
     result = np.full((rows, 3), np.nan, "float32")
     tl.build(s, [a, out])(data, result)
     np.testing.assert_allclose(result, data * 2.0 + 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.PARALLEL, ForKind.UNROLLED,
+                                  ForKind.VECTORIZED])
+def test_a_guarded_loop_runs_from_its_guards_lower_bound(kind) -> None:
+    """`for i in 0..20: if i >= 13: B[i] = 2 A[i]` lowers to a loop (or its copies, or one
+    7-lane vector) over 13..19 without the guard, in every kind of loop, and writes only there."""
+    a, b = buf("A", "float32", (40,)), buf("B", "float32", (40,))
+    i = Var("i", INT32)
+    guarded = IfThenElse(i >= 13, BufferStore(b, i, load(a, i) * 2.0), None, True)
+    func = PrimFunc("g", (a, b), (), loop(i, 20, guarded, kind))
+    for _, step in STRUCTURE_STEPS + CODE_STEPS:
+        func = step(func)
+    assert not _nodes(func, IfThenElse)
+    x, y = np.arange(40, dtype="float32"), np.zeros(40, "float32")
+    build_module(func)(x, y)
+    expected = np.zeros(40, "float32")
+    expected[13:20] = x[13:20] * 2.0
+    np.testing.assert_array_equal(y, expected)
