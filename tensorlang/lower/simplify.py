@@ -29,9 +29,7 @@ class _StmtSimplifier(Mutator):
     def visit_For(self, node: For) -> Stmt:
         lo, extent = self.expr.visit(node.min), self.expr.visit(node.extent)
         if isinstance(lo, Const) and isinstance(extent, Const):
-            first, count = guarded_range(node, int(lo.value), int(extent.value), self.expr)
-            if (first, count) != (int(lo.value), int(extent.value)):
-                lo, extent = Const(first, lo.dtype), Const(count, extent.dtype)
+            lo, extent = guarded_range(node, lo, extent, self.expr)
         if isinstance(extent, Const) and int(extent.value) <= 0:
             return NOP
         if isinstance(extent, Const) and int(extent.value) == 1 and not node.annotations:
@@ -76,18 +74,22 @@ class _StmtSimplifier(Mutator):
         return self.generic_visit(node)
 
 
-def guarded_range(loop: For, first: int, extent: int, simplifier: Simplifier) -> tuple[int, int]:
-    """(first, extent) of `loop`, whose range is given as constants, narrowed to where the guard
-    of its body can hold: an `if` without `else` that the body is, seen through inner loops
-    (whose variables such a bound does not use)."""
+def guarded_range(loop: For, lo: Const, extent: Const,
+                  simplifier: Simplifier) -> tuple[Const, Const]:
+    """The constant range (`lo`, `extent`) of `loop` narrowed to where the guard of its body
+    can hold: an `if` without `else` that the body is, seen through inner loops (whose
+    variables such a bound does not use). The same two constants where that changes nothing."""
     body = loop.body
     while isinstance(body, For):
         body = body.body
     if not (isinstance(body, IfThenElse) and body.else_case is None):
-        return first, extent
+        return lo, extent
+    first, last = int(lo.value), int(lo.value) + int(extent.value) - 1
     low, high = simplifier.implied_range(body.cond, loop.var)
-    new_first, new_last = max(first, low), min(first + extent - 1, high)
-    return int(new_first), max(int(new_last - new_first + 1), 0)
+    if low <= first and high >= last:
+        return lo, extent
+    first, last = int(max(first, low)), int(min(last, high))
+    return Const(first, lo.dtype), Const(max(last - first + 1, 0), extent.dtype)
 
 
 def simplify_func(func: PrimFunc) -> PrimFunc:

@@ -400,10 +400,9 @@ class _LoopVectorizer(Mutator):
         if isinstance(lo, Const) and isinstance(extent, Const):
             # The lanes of an unrolled copy of a partial tile that its guard allows (the copies
             # substitute the tile's position into the guard after the structure was simplified).
-            first, count = guarded_range(node, int(lo.value), int(extent.value), self.guards)
-            if count <= 0:
+            lo, extent = guarded_range(node, lo, extent, self.guards)
+            if int(extent.value) <= 0:
                 return seq()
-            lo, extent = Const(first, lo.dtype), Const(count, extent.dtype)
         node = For(node.var, lo, extent, node.kind, body, node.annotations)
         why = _lane_hazard(node.body)
         if why is None:
