@@ -14,7 +14,6 @@ compiler), every call takes the Python path, with one warning.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.machinery
 import sys
@@ -27,22 +26,19 @@ from typing import Any
 import numpy as np
 
 from .args import Signature
-from .threadpool import build_extension, cache_dir, load_extension
+from .threadpool import build_extension, cache_dir, compile_c, load_extension, once
 
 SOURCE_PATH = Path(__file__).with_name("fastcall.c")
 _MODULE = "_tl_fastcall"  # the name PyInit_ in fastcall.c expects; the file name carries the hash
 
 
 def _compile_in(tmp: str) -> str:
-    """Compile fastcall.c in `tmp` with cffi's compiler driver; the path of the extension."""
-    from cffi import ffiplatform
-
-    ext = ffiplatform.get_extension(str(SOURCE_PATH), _MODULE, include_dirs=[np.get_include()],
-                                    extra_compile_args=["-O2"])
-    return ffiplatform.compile(tmp, ext)
+    """Compile fastcall.c in `tmp`; the path of the extension."""
+    return compile_c(tmp, str(SOURCE_PATH), _MODULE, include_dirs=[np.get_include()],
+                     extra_compile_args=["-O2"])
 
 
-@functools.cache
+@once
 def extension() -> ModuleType | None:
     """The loaded extension (`Caller`, `MAX_ARGS`), built on first use; None if it cannot be."""
     source = SOURCE_PATH.read_text()

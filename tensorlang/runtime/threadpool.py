@@ -3,12 +3,19 @@
 The compiled extension is cached in `~/.cache/tensorlang/` (or `$TL_CACHE_DIR`) under a hash of the
 C source, so a process pays for the C compiler only once per source version. Its functions are
 registered with `llvmlite.binding.add_symbol` so that generated code can call them by name.
+
+Extensions are built by one thread of one process at a time (a thread lock and a file lock next
+to the target), each in a private directory given to the compiler as an absolute path, and moved
+into the cache atomically. cffi's `FFI.compile` is not used: it changes the working directory of
+the whole process while the compiler runs, which broke the build (or any relative path) of
+another thread, such as the LLVM thread that asks for the runtime while the main thread does.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import functools
 import hashlib
 import importlib.machinery
@@ -16,9 +23,12 @@ import importlib.util
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any, TypeVar
 
 import llvmlite.binding as llvm
 
@@ -58,12 +68,58 @@ def cache_dir() -> Path:
     return path
 
 
+_BUILD_LOCK = threading.Lock()
+_T = TypeVar("_T")
+
+
+def once(make: Callable[[], _T]) -> Callable[[], _T]:
+    """`make()` computed on the first call and kept, also when several threads make the first
+    call together (functools.cache would run `make` in each of them)."""
+    lock = threading.Lock()
+    made: list[_T] = []
+
+    @functools.wraps(make)
+    def cached() -> _T:
+        if not made:
+            with lock:
+                if not made:
+                    made.append(make())
+        return made[0]
+
+    return cached
+
+
+@contextmanager
+def _building(target: Path) -> Iterator[None]:
+    """Hold this process's build lock and the file lock of `target` (other processes)."""
+    with _BUILD_LOCK, open(target.parent / f".{target.name}.lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
 def build_extension(target: Path, compile_in: Callable[[str], str]) -> None:
-    """Run `compile_in(tmpdir)` (which returns the path of the extension it built) in a private
-    directory and move the result to `target` atomically, so that processes starting together
-    never load a half-written file."""
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        os.replace(compile_in(tmp), target)
+    """Build `target` unless it exists: run `compile_in(tmpdir)` (which returns the path of the
+    extension it built) in a private directory (an absolute path) and move the result to
+    `target` atomically, one builder at a time, so that threads and processes starting together
+    neither build twice nor load a half-written file."""
+    with _building(target):
+        if target.exists():
+            return
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            os.replace(compile_in(os.path.abspath(tmp)), target)
+
+
+def compile_c(tmp: str, c_file: str, module_name: str, **options: Any) -> str:
+    """Compile the C extension `module_name` from `c_file` in the directory `tmp` with cffi's
+    compiler driver (distutils' options such as `include_dirs`, `libraries`,
+    `extra_compile_args`); the path of the extension built."""
+    from cffi import ffiplatform
+
+    ext = ffiplatform.get_extension(c_file, module_name, **options)
+    return ffiplatform.compile(tmp, ext)
 
 
 def load_extension(module_name: str, path: Path) -> ModuleType:
@@ -80,11 +136,18 @@ def _build(source: str, module_name: str, target: Path) -> None:
 
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
-    ffi.set_source(module_name, source, extra_compile_args=["-O2"], libraries=["pthread"])
-    build_extension(target, lambda tmp: ffi.compile(tmpdir=tmp, verbose=False))
+    ffi.set_source(module_name, source)
+
+    def compile_in(tmp: str) -> str:
+        c_file = os.path.join(tmp, f"{module_name}.c")
+        ffi.emit_c_code(c_file)
+        return compile_c(tmp, c_file, module_name, extra_compile_args=["-O2"],
+                         libraries=["pthread"])
+
+    build_extension(target, compile_in)
 
 
-@functools.cache
+@once
 def native() -> ModuleType:
     """The loaded cffi extension (`.ffi`, `.lib`), built on first use."""
     source = "\n".join(path.read_text() for path in SOURCE_PATHS)
@@ -93,7 +156,7 @@ def native() -> ModuleType:
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     path = cache_dir() / f"{module_name}{suffix}"
     if not path.exists():
-        _build(source, module_name, path)
+        _build(source, module_name, path)  # the build checks again, holding the lock
     module = load_extension(module_name, path)
     _register(module)
     return module
