@@ -7,9 +7,11 @@ The op registry (`ops.register_op`) is where every graph op meets its topi compu
 
 from . import passes
 from .build import build
+from .custom import custom_op
 from .export import LoadedModule, load_module
 from .frontends import from_onnx, from_torch
 from .graph import Graph, Node, NodeKind
+from .llm import quantize_weights
 from .module import Module
 from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
 from .passes import optimize
@@ -19,6 +21,6 @@ from .tune import TuneResult, tune
 
 __all__ = [
     "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
-    "build", "extract_tasks", "from_onnx", "from_torch", "get_op", "load_module", "optimize",
-    "passes", "quantize", "register_op", "registered_ops", "tune",
+    "build", "custom_op", "extract_tasks", "from_onnx", "from_torch", "get_op", "load_module",
+    "optimize", "passes", "quantize", "quantize_weights", "register_op", "registered_ops", "tune",
 ]

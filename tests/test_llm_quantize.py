@@ -1,0 +1,86 @@
+"""Weight-only quantized products (`dense_quantized`, `tg.quantize_weights`): the kernel against
+the numpy product with the same dequantized weight, on awkward sizes (prime N, per-channel int8
+with prime K, one row and several, a fused tail), int8 and int4 with groups of 32 and 128,
+symmetric and with zero points; the quantization error within half a step; bad groups refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import topi.graph as tg
+from topi.graph.llm import quantize_weights
+from topi.graph.llm.packing import quantize_int4, quantize_int8
+
+CASES = [  # (rows, K, N, bits, group_size, zero_points)
+    (1, 37, 13, 8, None, False),
+    (5, 37, 13, 8, None, False),
+    (1, 96, 17, 8, 32, False),
+    (1, 256, 31, 4, 32, False),
+    (3, 256, 31, 4, 128, True),
+    (7, 128, 2, 4, 32, True),
+    (2, 384, 97, 4, 128, False),
+]
+
+
+def _graph(rng, rows: int, k: int, n: int) -> tuple[tg.Graph, np.ndarray]:
+    g = tg.Graph()
+    x = g.input("x", (rows, k))
+    weight = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    g.output(g.relu(g.add(g.dense(x, g.constant(weight, "w")), g.constant(bias, "b"))))
+    return g, weight
+
+
+@pytest.mark.parametrize("rows,k,n,bits,group_size,zero_points", CASES)
+def test_dense_quantized_matches_dequantized_numpy(rows, k, n, bits, group_size, zero_points,
+                                                   rng):
+    g, weight = _graph(rng, rows, k, n)
+    q = quantize_weights(g, bits, group_size, zero_points)
+    assert [node.op for node in q.ops] == ["dense_quantized", "add", "relu"]
+    packed = quantize_int8(weight, group_size) if bits == 8 else quantize_int4(
+        weight, group_size, zero_points)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    bias = g.node("b").value
+    expected = np.maximum(x.astype(np.float64) @ packed.dequantize().T + bias, 0)
+    got = tg.build(q)(x=x)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("bits,group_size,zero_points", [(8, None, False), (8, 32, False),
+                                                         (4, 32, False), (4, 128, True)])
+def test_quantization_error_within_half_a_step(bits, group_size, zero_points, rng):
+    weight = rng.standard_normal((11, 256)).astype(np.float32)
+    packed = quantize_int8(weight, group_size) if bits == 8 else quantize_int4(
+        weight, group_size, zero_points)
+    step = np.repeat(packed.scale, packed.group_size, axis=1)
+    assert np.all(np.abs(packed.dequantize() - weight) <= step / 2 + 1e-6)
+
+
+def test_matmul_weight_with_leading_dims(rng):
+    """A matmul on (1, seq, K) data with a (K, N) weight (what from_torch writes for Linear)."""
+    g = tg.Graph()
+    x = g.input("x", (1, 5, 64))
+    weight = rng.standard_normal((64, 23)).astype(np.float32)
+    g.output(g.matmul(x, g.constant(weight, "w")))
+    q = quantize_weights(g, 4, 32)
+    data = rng.standard_normal((1, 5, 64)).astype(np.float32)
+    expected = data @ quantize_int4(weight.T, 32).dequantize().T
+    np.testing.assert_allclose(tg.build(q)(x=data)[0], expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("bits,group_size", [(4, 48), (4, 64 + 32), (8, 48)])
+def test_groups_that_do_not_divide_k_are_refused(bits, group_size, rng):
+    g, _ = _graph(rng, 1, 80, 7)
+    with pytest.raises(ValueError, match="'dense'.*group_size"):
+        quantize_weights(g, bits, group_size)
+
+
+def test_bad_arguments(rng):
+    g, _ = _graph(rng, 1, 64, 7)
+    with pytest.raises(ValueError, match="bits"):
+        quantize_weights(g, 3)
+    with pytest.raises(ValueError, match="zero_points"):
+        quantize_weights(g, 8, zero_points=True)
+    with pytest.raises(TypeError, match="Graph"):
+        quantize_weights("model.onnx")

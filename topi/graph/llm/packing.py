@@ -1,0 +1,118 @@
+"""Weights in the packed forms of `topi.nn.dense_quantized`, from float32 or from GGUF blocks.
+
+int8: (N, K) int8 and one float32 scale per group of `group_size` along K (a whole row: per
+output channel). int4: (N, K // 32, 16) uint8, two nibbles a byte in GGUF Q4_0's block order,
+scales per group and, asymmetric, a zero point per group (a float holding an integer 0..15);
+symmetric int4 centres on 8. GGUF's Q8_0 and Q4_0 blocks are these forms with group 32: their
+bytes are reinterpreted, nothing is re-quantized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...nn.dense_quantized import INT4_BLOCK, INT4_MIDPOINT
+
+#: The GGUF block size of Q8_0 and Q4_0 (elements per f16 scale).
+GGUF_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class PackedWeight:
+    """A quantized (N, K) weight: the packed integers, scales and zero points of its groups."""
+
+    weight: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray | None
+    bits: int
+    group_size: int
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 (N, K) weight these stand for (the reference the kernels match)."""
+        if self.bits == 8:
+            values = self.weight.astype(np.float32)
+            zero = np.zeros_like(self.scale)
+        else:
+            values = unpack_int4(self.weight)
+            zero = self.zero if self.zero is not None else np.full_like(self.scale, INT4_MIDPOINT)
+        scale = np.repeat(self.scale, self.group_size, axis=1)
+        return (values - np.repeat(zero, self.group_size, axis=1)) * scale
+
+
+def _groups(weight: np.ndarray, group_size: int, bits: int) -> np.ndarray:
+    """`weight` (N, K) as (N, K / group_size, group_size), or a ValueError."""
+    if weight.ndim != 2:
+        raise ValueError(f"quantize: weights must be 2-D (N, K), got shape {weight.shape}")
+    n, k = weight.shape
+    if group_size < 1 or k % group_size or (bits == 4 and group_size % INT4_BLOCK):
+        raise ValueError(f"quantize: group_size {group_size} must divide K={k}"
+                         + (f" and be a multiple of {INT4_BLOCK}" if bits == 4 else ""))
+    return weight.astype(np.float32).reshape(n, k // group_size, group_size)
+
+
+def quantize_int8(weight: np.ndarray, group_size: int | None = None) -> PackedWeight:
+    """Symmetric int8 (-127..127), one scale per group (default: per output channel)."""
+    group_size = group_size or weight.shape[1]
+    groups = _groups(weight, group_size, 8)
+    peak = np.abs(groups).max(axis=2)
+    scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+    q = np.clip(np.rint(groups / scale[..., None]), -127, 127).astype(np.int8)
+    return PackedWeight(q.reshape(weight.shape), scale, None, 8, group_size)
+
+
+def quantize_int4(weight: np.ndarray, group_size: int = 32,
+                  zero_points: bool = False) -> PackedWeight:
+    """int4 with a scale per group: symmetric (-8..7 around 8) or with a zero point per group
+    (the group's range over 0..15, zero exact)."""
+    groups = _groups(weight, group_size, 4)
+    if zero_points:
+        low = np.minimum(groups.min(axis=2), 0)
+        high = np.maximum(groups.max(axis=2), 0)
+        scale = np.where(high > low, (high - low) / 15, 1).astype(np.float32)
+        zero = np.clip(np.rint(-low / scale), 0, 15).astype(np.float32)
+        q = np.clip(np.rint(groups / scale[..., None]) + zero[..., None], 0, 15)
+    else:
+        peak = np.abs(groups).max(axis=2)
+        scale = np.where(peak > 0, peak / 7, 1).astype(np.float32)
+        zero = None
+        q = np.clip(np.rint(groups / scale[..., None]), -8, 7) + INT4_MIDPOINT
+    packed = pack_int4(q.reshape(weight.shape).astype(np.uint8))
+    return PackedWeight(packed, scale, zero, 4, group_size)
+
+
+def pack_int4(values: np.ndarray) -> np.ndarray:
+    """(N, K) integers 0..15 -> (N, K // 32, 16) bytes in Q4_0's order (module docstring)."""
+    n, k = values.shape
+    blocks = values.reshape(n, k // INT4_BLOCK, 2, INT4_BLOCK // 2).astype(np.uint8)
+    return (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).astype(np.uint8)
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """(N, K // 32, 16) bytes -> (N, K) float32 nibbles 0..15."""
+    n = packed.shape[0]
+    return np.concatenate([packed & 15, packed >> 4], axis=2).reshape(n, -1).astype(np.float32)
+
+
+def _gguf_blocks(raw: np.ndarray, n: int, k: int, block_bytes: int) -> tuple[np.ndarray,
+                                                                           np.ndarray]:
+    """(scales (N, K // 32) float32, payload bytes (N, K // 32, block_bytes - 2)) of GGUF blocks
+    that start with an f16 scale."""
+    if k % GGUF_BLOCK:
+        raise ValueError(f"GGUF block tensor: K={k} is not a multiple of {GGUF_BLOCK}")
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(n, k // GGUF_BLOCK, block_bytes)
+    scale = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+    return scale, np.ascontiguousarray(blocks[..., 2:])
+
+
+def from_q8_0(raw: np.ndarray, n: int, k: int) -> PackedWeight:
+    """GGUF Q8_0 blocks (an f16 scale and 32 int8 each) of an (N, K) weight."""
+    scale, payload = _gguf_blocks(raw, n, k, 2 + GGUF_BLOCK)
+    return PackedWeight(payload.view(np.int8).reshape(n, k), scale, None, 8, GGUF_BLOCK)
+
+
+def from_q4_0(raw: np.ndarray, n: int, k: int) -> PackedWeight:
+    """GGUF Q4_0 blocks (an f16 scale and 16 bytes of nibbles each, value (q - 8) * d)."""
+    scale, payload = _gguf_blocks(raw, n, k, 2 + GGUF_BLOCK // 2)
+    return PackedWeight(payload, scale, None, 4, GGUF_BLOCK)

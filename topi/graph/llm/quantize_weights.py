@@ -1,0 +1,89 @@
+"""Weight-only quantization of a float graph: `quantize_weights(g, bits, group_size)`.
+
+Every `dense` and 2-D-weight `matmul` with a constant float32 weight becomes `dense_quantized`
+reading the weight packed (int8, or int4 two to a byte) with its group scales: the weight is
+dequantized inside the product's kernel, so a model's weights take a quarter (int8) or an
+eighth plus scales (int4) of the bytes to stream. Activations stay float32; data of more than
+two dimensions is flattened to rows around the product.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..graph import Graph, Node, NodeKind
+from ..passes.common import rewrite
+from ..passes.dead_code import remove_dead_nodes
+from . import ops  # noqa: F401  (registers dense_quantized)
+from .packing import PackedWeight, quantize_int4, quantize_int8
+
+#: The default group of int4 (int8 defaults to one scale per output channel).
+INT4_GROUP = 32
+
+
+def _weight_nk(node: Node, inputs: Sequence[Node]) -> np.ndarray | None:
+    """The (N, K) float32 weight of a dense / matmul reading a constant, else None."""
+    if len(inputs) != 2 or inputs[1].kind is not NodeKind.CONSTANT or inputs[0].dtype != \
+            "float32" or inputs[1].dtype != "float32" or len(inputs[1].shape) != 2:
+        return None
+    if node.op == "dense":
+        return inputs[1].value
+    if node.op == "matmul" and not node.attrs.get("transpose_a"):
+        w = inputs[1].value
+        return w if node.attrs.get("transpose_b") else w.T
+    return None
+
+
+def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
+    """`data` (..., K) times the packed weight, as `dense_quantized` on its rows."""
+    leading = data.shape[:-1]
+    rows = data if len(data.shape) == 2 else out.reshape(
+        data, (math.prod(leading), data.shape[-1]), name=f"{name}__rows")
+    inputs = [out.constant(packed.weight, f"{name}__q{packed.bits}"),
+              out.constant(packed.scale, f"{name}__scale")]
+    if packed.zero is not None:
+        inputs.append(out.constant(packed.zero, f"{name}__zero"))
+    result = out.apply("dense_quantized", rows, *inputs, bits=packed.bits,
+                       group_size=packed.group_size, name=name if len(leading) == 1 else None)
+    if len(leading) == 1:
+        return result
+    return out.reshape(result, (*leading, packed.weight.shape[0]), name=name)
+
+
+def quantize_weights(g: Graph, bits: int = 8, group_size: int | None = None,
+                     zero_points: bool = False) -> Graph:
+    """`g` with its dense and matmul weights quantized (see the module docstring).
+
+    Args:
+        g: a float graph.
+        bits: 8 (symmetric int8) or 4 (int4 two to a byte).
+        group_size: elements per scale along K: 32 or 128 are usual; by default one scale per
+            output channel for int8, 32 for int4 (which needs a multiple of 32).
+        zero_points: int4 with a zero point per group (asymmetric) instead of symmetric.
+
+    Raises:
+        TypeError: `g` is not a Graph.
+        ValueError: bad bits, or a layer whose K the group does not divide (named).
+    """
+    if not isinstance(g, Graph):
+        raise TypeError(f"quantize_weights takes a topi.graph.Graph, got {type(g).__name__}")
+    if bits not in (4, 8):
+        raise ValueError(f"quantize_weights: bits must be 8 or 4, got {bits!r}")
+    if zero_points and bits == 8:
+        raise ValueError("quantize_weights: int8 is symmetric; zero_points needs bits=4")
+
+    def visit(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
+        weight = _weight_nk(node, inputs)
+        if weight is None:
+            return None
+        try:
+            packed = quantize_int8(weight, group_size) if bits == 8 else \
+                quantize_int4(weight, group_size or INT4_GROUP, zero_points)
+        except ValueError as err:
+            raise ValueError(f"quantize_weights: layer {node.name!r}: {err}") from None
+        return pack_dense(out, inputs[0], packed, node.name)
+
+    return remove_dead_nodes(rewrite(g, visit))
