@@ -31,6 +31,7 @@ from .expr import (
     cast,
     const,
 )
+from .reduction_stages import split_reductions
 from .visitor import post_order_visit
 
 ShapeLike = Sequence[Union[int, Expr, IterVar]]
@@ -260,7 +261,13 @@ def compute(
     """A tensor whose element at index (i, j, ...) is `fcompute(i, j, ...)`.
 
     `fcompute` may return a tuple for several outputs of the same shape (returned as a list).
-    A reduction (`tl.sum`, ...) must be the whole body, not part of a larger expression.
+    A reduction (`tl.sum`, ...) inside a larger expression (`tl.sum(X[i, k], axis=k) / n`)
+    becomes a stage of its own, named `<name>.red0`, `<name>.red1`, ... (inner reductions
+    first), which the compute reads: find it in `C.op.input_tensors` and schedule it like any
+    stage.
+
+    Raises:
+        ValueError: the lambda returns nothing, or uses a reduction axis outside its reduction.
     """
     dims = _shape(shape, f"compute {name!r}")
     names = _axis_names(fcompute, len(dims))
@@ -271,31 +278,17 @@ def compute(
     result = fcompute(*axis)
     values = result if isinstance(result, (tuple, list)) else (result,)
     body = tuple(as_expr(v) for v in values)
-    _check_body(body, name)
+    if not body:
+        raise ValueError(f"compute {name!r}: the lambda returned no value")
+    body = split_reductions(name, axis, body, _reduction_stage)
     op = ComputeOp(name, tag, attrs or {}, axis, body)
     return op.outputs[0] if len(body) == 1 else list(op.outputs)
 
 
-def _check_body(body: tuple[Expr, ...], name: str) -> None:
-    if not body:
-        raise ValueError(f"compute {name!r}: the lambda returned no value")
-    reduces = [b for b in body if isinstance(b, Reduce)]
-    if reduces and len(reduces) != len(body):
-        raise ValueError(f"compute {name!r}: all outputs must be reductions or none")
-    if len(reduces) > 1 and any(r.combiner is not reduces[0].combiner for r in reduces):
-        raise ValueError(f"compute {name!r}: several reduction outputs must share one combiner")
-
-    def reject_nested(node: object) -> None:
-        if isinstance(node, Reduce):
-            raise ValueError(
-                f"compute {name!r}: a reduction must be the whole body of the compute, not part "
-                "of an expression; compute it in its own stage"
-            )
-
-    for b in body:
-        roots = b.source if isinstance(b, Reduce) else (b,)
-        for root in roots:
-            post_order_visit(root, reject_nested)
+def _reduction_stage(name: str, axis: tuple[IterVar, ...], body: tuple[Expr, ...]
+                     ) -> tuple[Tensor, ...]:
+    """The stage of a reduction that stood inside an expression (see reduction_stages)."""
+    return ComputeOp(name, "", {}, axis, body).outputs
 
 
 def reduce_axis(dom: tuple[ExprLike, ExprLike] | Range, name: str = "rv") -> IterVar:

@@ -26,6 +26,7 @@ LAYERS = {
     "printer": 4,
     "tensor": 2,
     "tensor_intrin": 2,
+    "reduction_stages": 2,
     "schedule": 3,
     "calls": 4,
     "ir": 4,

@@ -1,0 +1,311 @@
+"""Reductions inside expressions: each becomes a stage `<compute>.red<N>` that the expression
+reads. Checked against numpy on awkward sizes and dtypes, with several and nested reductions,
+conditions and tuple reducers, under hand-written and random schedules of the new stage,
+through the auto-scheduler, a template and `tensorlang tune FILE.py:func`; and the errors for
+what cannot work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import random_array, tolerance
+
+import tensorlang as tl
+
+SIZES = [(1, 1), (1, 13), (7, 1), (5, 13), (11, 29)]
+
+
+def build_run(s, args, inputs):
+    """Build `s`, call it on `inputs` and fresh zeroed outputs (the rest of `args`)."""
+    f = tl.build(s, args)
+    outs = [np.zeros(tl.get_const_tuple(t.shape), t.dtype) for t in args[len(inputs):]]
+    f(*inputs, *outs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def reduction_stage(tensor, index=0):
+    """The stage a compute's reduction became (its input named `<compute>.red<index>`)."""
+    name = f"{tensor.op.name}.red{index}"
+    return next(t for t in tensor.op.input_tensors if t.op.name == name)
+
+
+def mean_of_rows(n, d, dtype):
+    X = tl.placeholder((n, d), dtype, name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    if dtype.startswith("int"):
+        C = tl.compute((n,), lambda i: tl.sum(X[i, k], axis=k) * 3 - 1, name="C")
+        return X, C, lambda x: x.sum(1) * 3 - 1
+    C = tl.compute((n,), lambda i: tl.sum(X[i, k], axis=k) / d, name="C")
+    return X, C, lambda x: x.mean(1)
+
+
+def attention_scores(h, n, d, dtype="float32"):
+    Q = tl.placeholder((h, n, d), dtype, name="Q")
+    K = tl.placeholder((h, n, d), dtype, name="K")
+    r = tl.reduce_axis((0, d), name="d")
+    S = tl.compute((h, n, n), lambda b, i, j: tl.sum(Q[b, i, r] * K[b, j, r], axis=r) * 0.125,
+                   name="S")
+    return Q, K, S
+
+
+def scores_reference(q, k):
+    return np.einsum("hid,hjd->hij", q, k) * 0.125
+
+
+# -- the split into stages ----------------------------------------------------------------------
+
+
+def test_the_reduction_becomes_a_stage_the_expression_reads():
+    X, C, _ = mean_of_rows(4, 6, "float32")
+    (red,) = C.op.input_tensors
+    assert red.name == "C.red0" and tl.get_const_tuple(red.shape) == (4,)
+    assert not C.op.reduce_axis and red.op.reduce_axis[0].name == "k"
+    text = str(tl.lower(tl.create_schedule(C.op), [X, C]))
+    assert "C.red0 = allocate((4,), float32" in text
+    assert "C.red0[i] = C.red0[i] + X[i * 6 + k]" in text
+    assert "C[i] = C.red0[i] / 6.0" in text
+
+
+def test_the_stage_iterates_over_the_axes_the_reduction_uses():
+    X = tl.placeholder((3, 5), name="X")
+    k = tl.reduce_axis((0, 5), name="k")
+    Y = tl.compute((3, 5), lambda i, j: X[i, j] - tl.sum(X[i, k], axis=k) / 5, name="Y")
+    (red,) = Y.op.input_tensors[1:]
+    assert [iv.name for iv in red.op.axis] == ["i"]
+    x = random_array((3, 5), "float32", np.random.default_rng(0))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    np.testing.assert_allclose(out, x - x.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("n,d", SIZES)
+def test_scaled_mean_matches_numpy(n, d, dtype):
+    X, C, reference = mean_of_rows(n, d, dtype)
+    x = random_array((n, d), dtype, np.random.default_rng(n * 31 + d))
+    out = build_run(tl.create_schedule(C.op), [X, C], [x])
+    np.testing.assert_allclose(out, reference(x).astype(dtype), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("h,n,d", [(1, 1, 1), (2, 7, 13), (3, 5, 64)])
+def test_attention_scores_match_numpy(h, n, d, dtype):
+    Q, K, S = attention_scores(h, n, d, dtype)
+    rng = np.random.default_rng(h + n + d)
+    q, k = random_array((h, n, d), dtype, rng), random_array((h, n, d), dtype, rng)
+    out = build_run(tl.create_schedule(S.op), [Q, K, S], [q, k])
+    np.testing.assert_allclose(out, scores_reference(q, k), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_several_reductions_in_one_body(dtype):
+    """The range of each row (two reductions over one axis) plus a sum over a column."""
+    n, d = 6, 11
+    X = tl.placeholder((n, d), dtype, name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    r = tl.reduce_axis((0, n), name="r")
+    Y = tl.compute((n, d), lambda i, j: tl.max(X[i, k], axis=k) - tl.min(X[i, k], axis=k)
+                   + tl.sum(X[r, j], axis=r) * X[i, j], name="Y")
+    assert sorted(t.name for t in Y.op.input_tensors) == ["X", "Y.red0", "Y.red1", "Y.red2"]
+    x = random_array((n, d), dtype, np.random.default_rng(5))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    expected = (x.max(1, keepdims=True) - x.min(1, keepdims=True) + x.sum(0) * x).astype(dtype)
+    np.testing.assert_allclose(out, expected, **tolerance(dtype))
+
+
+def test_a_reduction_used_twice_is_one_stage():
+    n, d = 5, 9
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+
+    def centred(i, j):
+        mean = tl.sum(X[i, k], axis=k) / d
+        return (X[i, j] - mean) * (X[i, j] - mean)
+
+    Y = tl.compute((n, d), centred, name="Y")
+    assert [t.name for t in Y.op.input_tensors] == ["X", "Y.red0"]
+    x = random_array((n, d), "float32", np.random.default_rng(6))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    np.testing.assert_allclose(out, (x - x.mean(1, keepdims=True)) ** 2, rtol=1e-4, atol=1e-6)
+
+
+def test_a_reduction_nested_in_a_reduction():
+    """The variance as the mean of squared deviations from a mean, in one expression: the inner
+    mean becomes red0, the outer sum red1 (it reads red0)."""
+    n, d = 7, 13
+    X = tl.placeholder((n, d), "float64", name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    k2 = tl.reduce_axis((0, d), name="k2")
+
+    def variance(i):
+        deviation = X[i, k] - tl.sum(X[i, k2], axis=k2) / d
+        return tl.sum(deviation * deviation, axis=k) / d
+
+    V = tl.compute((n,), variance, name="V")
+    red1 = reduction_stage(V, 1)
+    assert [t.name for t in red1.op.input_tensors] == ["X", "V.red0"]
+    x = random_array((n, d), "float64", np.random.default_rng(7))
+    out = build_run(tl.create_schedule(V.op), [X, V], [x])
+    np.testing.assert_allclose(out, x.var(1), rtol=1e-12)
+
+
+def test_an_inner_reduction_over_an_enclosing_reduction_axis():
+    """sum over k in [2, 7) of max over m of A[i, k, m] times B[k]: the inner maximum depends
+    on k, so its stage iterates over k (shifted to start at 0) as a data axis; the whole body
+    stays a reduction."""
+    A = tl.placeholder((4, 9, 5), "int32", name="A")
+    B = tl.placeholder((9,), "int32", name="B")
+    k = tl.reduce_axis((2, 7), name="k")
+    m = tl.reduce_axis((0, 5), name="m")
+    C = tl.compute((4,), lambda i: tl.sum(tl.max(A[i, k, m], axis=m) * B[k], axis=k), name="C")
+    assert [iv.name for iv in C.op.reduce_axis] == ["k"]
+    red = reduction_stage(C)
+    assert tl.get_const_tuple(red.shape) == (4, 5)
+    rng = np.random.default_rng(8)
+    a, b = random_array((4, 9, 5), "int32", rng), random_array((9,), "int32", rng)
+    out = build_run(tl.create_schedule(C.op), [A, B, C], [a, b])
+    np.testing.assert_array_equal(out, (a[:, 2:7].max(2) * b[2:7]).sum(1))
+
+
+def test_conditions_and_a_triangular_range():
+    """A `where=` that reads the data and one that depends on the outer axis (a prefix sum)."""
+    n = 9
+    X = tl.placeholder((n,), name="X")
+    k = tl.reduce_axis((0, n), name="k")
+    Y = tl.compute((n,), lambda i: tl.sum(X[k], axis=k, where=k <= i) * 2.0
+                   + tl.max(X[k], axis=k, where=X[k] < 0.5) + X[i], name="Y")
+    x = random_array((n,), "float32", np.random.default_rng(9))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    np.testing.assert_allclose(out, np.cumsum(x) * 2 + x[x < 0.5].max() + x, rtol=1e-5)
+
+
+def argmax_reducer():
+    """(index, value) pairs: the larger value, the first index among equal ones."""
+    def combine(x, y):
+        take_x = (x[1] > y[1]) | ((x[1] == y[1]) & (x[0] < y[0]))
+        return tl.if_then_else(take_x, x[0], y[0]), tl.if_then_else(take_x, x[1], y[1])
+
+    def identity(index_dtype, value_dtype):
+        return tl.const(-1, index_dtype), tl.const(np.finfo(value_dtype).min, value_dtype)
+
+    return tl.comm_reducer(combine, identity, name="argmax")
+
+
+def test_a_tuple_reducer_inside_an_expression():
+    """An argmax's index, offset: one stage with both outputs of the reducer."""
+    n, d = 6, 17
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    argmax = argmax_reducer()
+    Y = tl.compute((n,), lambda i: argmax((k, X[i, k]), axis=k)[0] + 100, name="Y")
+    red = reduction_stage(Y)
+    assert red.op.num_outputs == 2 and red.name == "Y.red0.v0"
+    x = random_array((n, d), "float32", np.random.default_rng(10))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    np.testing.assert_array_equal(out, x.argmax(1) + 100)
+
+
+def test_outputs_that_are_reductions_of_different_reducers():
+    n, d = 5, 8
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    lo, hi = tl.compute((n,), lambda i: (tl.min(X[i, k], axis=k), tl.max(X[i, k], axis=k)),
+                        name="R")
+    x = random_array((n, d), "float32", np.random.default_rng(11))
+    a, b = build_run(tl.create_schedule(lo.op), [X, lo, hi], [x])
+    np.testing.assert_array_equal(a, x.min(1))
+    np.testing.assert_array_equal(b, x.max(1))
+
+
+# -- schedules of the new stage -----------------------------------------------------------------
+
+
+def test_compute_at_split_vectorize_parallel_on_the_reduction_stage():
+    h, n, d = 2, 11, 21
+    Q, K, S = attention_scores(h, n, d)
+    red = reduction_stage(S)
+    s = tl.create_schedule(S.op)
+    b, i, j = S.op.axis
+    jo, ji = s[S].split(j, factor=4)
+    s[S].parallel(b)
+    s[red].compute_at(s[S], jo)
+    rb, ri, rj = s[red].op.axis
+    (r,) = s[red].op.reduce_axis
+    ro, rin = s[red].split(r, factor=5)
+    s[red].reorder(rb, ri, ro, rin, rj)
+    s[red].vectorize(rj)
+    text = str(tl.lower(s, [Q, K, S]))
+    assert "S.red0 = allocate((1, 1, 4,), float32" in text
+    rng = np.random.default_rng(12)
+    q, k = random_array((h, n, d), "float32", rng), random_array((h, n, d), "float32", rng)
+    out = build_run(s, [Q, K, S], [q, k])
+    np.testing.assert_allclose(out, scores_reference(q, k), rtol=1e-4, atol=1e-5)
+
+
+def test_parallel_rows_and_rfactor_of_the_reduction_stage():
+    n, d = 13, 37
+    X, C, reference = mean_of_rows(n, d, "float32")
+    red = reduction_stage(C)
+    s = tl.create_schedule(C.op)
+    (k,) = s[red].op.reduce_axis
+    _, ki = s[red].split(k, factor=8)
+    partial = s.rfactor(red, ki, factor_axis=1)
+    s[partial].vectorize(s[partial].op.axis[1])
+    s[red].parallel(s[red].op.axis[0])
+    x = random_array((n, d), "float32", np.random.default_rng(13))
+    np.testing.assert_allclose(build_run(s, [X, C], [x]), reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_cache_write_of_the_reduction_stage_and_inlining_the_consumer():
+    """The consumer is elementwise over the reduction: when it is not an output it inlines
+    into its own reader, which then reads the reduction stage."""
+    n, d = 9, 10
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    M = tl.compute((n,), lambda i: tl.sum(X[i, k] * X[i, k], axis=k) * 0.5, name="M")
+    Y = tl.compute((n, d), lambda i, j: X[i, j] / (M[i] + 1.0), name="Y")
+    red = reduction_stage(M)
+    s = tl.create_schedule(Y.op)
+    s[M].compute_inline()
+    local = s.cache_write(red, "local")
+    s[local].compute_at(s[red], s[red].op.axis[0])
+    s[red].compute_at(s[Y], Y.op.axis[0])
+    x = random_array((n, d), "float32", np.random.default_rng(14))
+    expected = x / ((x * x).sum(1, keepdims=True) * 0.5 + 1)
+    np.testing.assert_allclose(build_run(s, [X, Y], [x]), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_reduction_stage_cannot_be_inlined():
+    X, C, _ = mean_of_rows(4, 6, "float32")
+    s = tl.create_schedule(C.op)
+    with pytest.raises(tl.ScheduleError, match="C.red0 is a reduction and cannot be inlined"):
+        s[reduction_stage(C)].compute_inline()
+
+
+# -- what cannot work ---------------------------------------------------------------------------
+
+
+def test_a_reduction_axis_used_outside_its_reduction():
+    X = tl.placeholder((4, 5), name="X")
+    k = tl.reduce_axis((0, 5), name="k")
+    with pytest.raises(ValueError, match="compute 'C': reduction axis k is used outside"):
+        tl.compute((4,), lambda i: tl.sum(X[i, k], axis=k) * X[i, k], name="C")
+
+
+def test_a_reduction_axis_used_in_a_sibling_reduction():
+    X = tl.placeholder((4, 5), name="X")
+    k = tl.reduce_axis((0, 5), name="k")
+    m = tl.reduce_axis((0, 4), name="m")
+    with pytest.raises(ValueError, match="reduction axis k is used outside"):
+        tl.compute((4,), lambda i: tl.sum(X[i, k], axis=k) + tl.sum(X[m, k], axis=m), name="C")
+
+
+def test_an_inner_reduction_over_an_axis_of_varying_range():
+    X = tl.placeholder((6, 6), name="X")
+    k = tl.reduce_axis((0, 6), name="k")
+
+    def triangle(i):
+        kt = tl.reduce_axis((0, i + 1), "kt")
+        return tl.sum(tl.sum(X[kt, k], axis=k) * 2.0, axis=kt)
+
+    with pytest.raises(ValueError, match="reduction over kt uses kt, whose range"):
+        tl.compute((6,), triangle, name="C")
