@@ -6,11 +6,19 @@ what cannot work."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pytest
 from conftest import random_array, tolerance
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_fuzz_schedules import FUZZ, attach_points, random_loop_schedule
 
+import autotune
 import tensorlang as tl
+from autotune.space import FallbackConfig, InstantiationError
+from tensorlang.cli import main
 
 SIZES = [(1, 1), (1, 13), (7, 1), (5, 13), (11, 29)]
 
@@ -309,3 +317,227 @@ def test_an_inner_reduction_over_an_axis_of_varying_range():
 
     with pytest.raises(ValueError, match="reduction over kt uses kt, whose range"):
         tl.compute((6,), triangle, name="C")
+
+
+# -- random schedules of both stages ------------------------------------------------------------
+
+FUZZ_FEW = settings(FUZZ, max_examples=40)
+
+
+@FUZZ_FEW
+@given(data=st.data(), n=st.integers(1, 9), d=st.integers(1, 13),
+       dtype=st.sampled_from(["float32", "float64", "int32"]),
+       reducer=st.sampled_from(["sum", "max", "min"]))
+def test_random_schedules_of_the_reduction_and_its_consumer(data, n, d, dtype, reducer):
+    """Y[i, j] = X[i, j] * 2 - reduce(X[i, k]) with random loops on both stages and the
+    reduction computed at root or at a random loop of Y."""
+    X = tl.placeholder((n, d), dtype, name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    Y = tl.compute((n, d), lambda i, j: X[i, j] * 2 - getattr(tl, reducer)(X[i, k], axis=k),
+                   name="Y")
+    red = reduction_stage(Y)
+    s = tl.create_schedule(Y.op)
+    random_loop_schedule(data, s, Y)
+    if data.draw(st.booleans(), label="compute_at") and attach_points(s[Y]):
+        s[red].compute_at(s[Y], data.draw(st.sampled_from(attach_points(s[Y])), label="at"))
+    random_loop_schedule(data, s, red)
+    x = random_array((n, d), dtype, np.random.default_rng(n * 17 + d))
+    expected = (x * 2 - getattr(np, reducer)(x, axis=1, keepdims=True)).astype(dtype)
+    np.testing.assert_allclose(build_run(s, [X, Y], [x]), expected, **tolerance(dtype))
+
+
+@FUZZ_FEW
+@given(data=st.data(), h=st.integers(1, 3), n=st.integers(1, 9), d=st.integers(1, 11))
+def test_random_schedules_of_attention_scores(data, h, n, d):
+    Q, K, S = attention_scores(h, n, d)
+    red = reduction_stage(S)
+    s = tl.create_schedule(S.op)
+    if data.draw(st.booleans(), label="cache_write"):
+        local = s.cache_write(red, "local")
+        random_loop_schedule(data, s, red)
+        if attach_points(s[red]):
+            s[local].compute_at(s[red], data.draw(st.sampled_from(attach_points(s[red])),
+                                                  label="local at"))
+        random_loop_schedule(data, s, local)
+    else:
+        random_loop_schedule(data, s, red)
+    random_loop_schedule(data, s, S)
+    if data.draw(st.booleans(), label="compute_at") and attach_points(s[S]):
+        s[red].compute_at(s[S], data.draw(st.sampled_from(attach_points(s[S])), label="at"))
+    rng = np.random.default_rng(h * 100 + n * 10 + d)
+    q, k = random_array((h, n, d), "float32", rng), random_array((h, n, d), "float32", rng)
+    out = build_run(s, [Q, K, S], [q, k])
+    np.testing.assert_allclose(out, scores_reference(q, k), rtol=1e-4, atol=1e-5)
+
+
+# -- auto-scheduling, templates, the command line -----------------------------------------------
+
+
+def plain_layer_norm(n, d):
+    """A layer norm as one writes it: the mean, the variance, then the normalized output."""
+    X = tl.placeholder((n, d), name="X")
+    k1 = tl.reduce_axis((0, d), name="k1")
+    mean = tl.compute((n,), lambda i: tl.sum(X[i, k1], axis=k1) / d, name="mean")
+    k2 = tl.reduce_axis((0, d), name="k2")
+    var = tl.compute((n,), lambda i: tl.sum((X[i, k2] - mean[i]) * (X[i, k2] - mean[i]),
+                                            axis=k2) / d, name="var")
+    Y = tl.compute((n, d), lambda i, j: (X[i, j] - mean[i]) * tl.rsqrt(var[i] + 1e-5), name="Y")
+    return [X, Y]
+
+
+def layer_norm_reference(x):
+    mean = x.mean(1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+
+
+def scores_workload(h, n, d):
+    return list(attention_scores(h, n, d))
+
+
+def one_expression_variance(n, d):
+    X, V = _variance_compute(n, d)
+    return [X, V]
+
+
+def _variance_compute(n, d):
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    k2 = tl.reduce_axis((0, d), name="k2")
+
+    def variance(i):
+        deviation = X[i, k] - tl.sum(X[i, k2], axis=k2) / d
+        return tl.sum(deviation * deviation, axis=k) / d
+
+    return X, tl.compute((n,), variance, name="V")
+
+
+def integer_row_range(n, d):
+    X = tl.placeholder((n, d), "int32", name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    Y = tl.compute((n, d), lambda i, j: X[i, j] * 3 + tl.max(X[i, k], axis=k)
+                   - tl.min(X[i, k], axis=k), name="Y")
+    return [X, Y]
+
+
+AUTO_CASES = {
+    "layer_norm": (plain_layer_norm, (7, 37), lambda x: layer_norm_reference(x)),
+    "layer_norm_one_row": (plain_layer_norm, (1, 64), lambda x: layer_norm_reference(x)),
+    "scores": (scores_workload, (2, 9, 13), scores_reference),
+    "variance": (one_expression_variance, (5, 31), lambda x: x.var(1)),
+    "int_range": (integer_row_range, (3, 17),
+                  lambda x: x * 3 + x.max(1, keepdims=True) - x.min(1, keepdims=True)),
+}
+
+
+def _inputs(tensors, rng):
+    return [random_array(tl.get_const_tuple(t.shape), t.dtype, rng) for t in tensors
+            if isinstance(t.op, tl.PlaceholderOp)]
+
+
+@pytest.mark.parametrize("case", sorted(AUTO_CASES))
+def test_auto_scheduled_programs_match_numpy(case):
+    """The untuned sketch and a few sampled ones, each built and checked."""
+    func, args, reference = AUTO_CASES[case]
+    task = autotune.create_task(func, args)
+    rng = np.random.default_rng(len(case))
+    space = task.config_space
+    built = 0
+    for cfg in [FallbackConfig()] + [space.get(int(i)) for i in space.sample(rng, 4)]:
+        try:
+            with task.compile_target:
+                s, tensors, _ = task.auto.schedule(cfg, task.args)
+        except InstantiationError:
+            continue
+        inputs = _inputs(tensors, rng)
+        out = build_run(s, tensors, inputs)
+        np.testing.assert_allclose(out, reference(*inputs), **tolerance(tensors[-1].dtype),
+                                   err_msg=str(task.trace(cfg)))
+        built += 1
+    assert built >= 2
+
+
+def test_the_sketch_fuses_the_scores_reduction_into_its_consumer():
+    task = autotune.create_task(scores_workload, (2, 16, 32))
+    trace = str(task.trace(FallbackConfig()))
+    assert "S.red0.compute_at(S, " in trace
+
+
+def _measure_option():
+    return autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
+                                   runner=autotune.LocalRunner(number=2, repeat=1))
+
+
+@pytest.mark.parametrize("case", ["layer_norm", "scores"])
+def test_a_short_tuning_run_gives_a_schedule_that_matches_numpy(case, tmp_path):
+    func, args, reference = AUTO_CASES[case]
+    task = autotune.create_task(func, args)
+    log = tmp_path / f"{case}.jsonl"
+    result = autotune.tune(task, trials=4, log_file=str(log), measure_option=_measure_option(),
+                           progress=False, seed=0, remeasure_top=0)
+    assert result.config is not None
+    s, tensors = task.apply_best(str(log))
+    inputs = _inputs(tensors, np.random.default_rng(3))
+    np.testing.assert_allclose(build_run(s, tensors, inputs), reference(*inputs), rtol=1e-4,
+                               atol=1e-5)
+
+
+@autotune.template("test_inline_reductions/scaled_row_sum")
+def scaled_row_sum(n, d):
+    """A template whose knobs schedule the reduction stage of `sum(X[i, k]) * 0.5 + 1`."""
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    Y = tl.compute((n,), lambda i: tl.sum(X[i, k], axis=k) * 0.5 + 1.0, name="Y")
+    red = reduction_stage(Y)
+    s = tl.create_schedule(Y.op)
+    cfg = autotune.get_config()
+    (i,) = Y.op.axis
+    cfg.define_split("tile_i", i, num_outputs=2)
+    cfg.define_knob("at_consumer", [0, 1])
+    io, ii = cfg["tile_i"].apply(s, Y, i)
+    s[Y].parallel(io)
+    if cfg["at_consumer"].val:
+        s[red].compute_at(s[Y], ii)
+    else:
+        s[red].parallel(s[red].op.axis[0])
+    cfg.add_flop(n * d)
+    return s, [X, Y]
+
+
+def test_a_template_schedules_the_reduction_stage(tmp_path):
+    task = autotune.create_task("test_inline_reductions/scaled_row_sum", (13, 29))
+    assert len(task.config_space) > 2
+    rng = np.random.default_rng(4)
+    x = random_array((13, 29), "float32", rng)
+    for index in range(len(task.config_space)):
+        s, args = task.instantiate(task.config_space.get(index))
+        np.testing.assert_allclose(build_run(s, args, [x]), x.sum(1) * 0.5 + 1, rtol=1e-5)
+    log = tmp_path / "row_sum.jsonl"
+    autotune.tune(task, trials=3, log_file=str(log), measure_option=_measure_option(),
+                  progress=False, seed=0, remeasure_top=0)
+    assert [r for r in autotune.load_records(str(log)) if r.result.ok]
+
+
+def test_tensorlang_tune_a_file_with_an_inline_reduction(tmp_path, capsys):
+    source = tmp_path / "inline_reduction_workloads.py"
+    source.write_text(textwrap.dedent('''
+        import tensorlang as tl
+
+        def centred_rows(n, d):
+            X = tl.placeholder((n, d), name="X")
+            k = tl.reduce_axis((0, d), name="k")
+            Y = tl.compute((n, d), lambda i, j: X[i, j] - tl.sum(X[i, k], axis=k) / d,
+                           name="Y")
+            return [X, Y]
+    '''))
+    log = tmp_path / "centred.jsonl"
+    code = main(["tune", f"{source}:centred_rows", "--args", "11,40", "--trials", "3",
+                 "--no-compare", "-q", "--log", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "auto/inline_reduction_workloads.centred_rows" in out
+    records = [r for r in autotune.load_records(log) if not r.remeasured]
+    assert len(records) == 3 and any(r.result.ok and r.trace for r in records)
+    code = main(["lower", f"{source}:centred_rows", "--args", "11,40", "--log", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Y.red0" in out
