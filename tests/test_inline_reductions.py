@@ -20,6 +20,7 @@ import tensorlang as tl
 from autotune.space import FallbackConfig, InstantiationError
 from tensorlang.cli import main
 
+AVX2 = "llvm -mcpu=haswell"  # the sketch tests read traces made for one vector width
 SIZES = [(1, 1), (1, 13), (7, 1), (5, 13), (11, 29)]
 
 
@@ -457,9 +458,16 @@ def test_auto_scheduled_programs_match_numpy(case):
 
 
 def test_the_sketch_fuses_the_scores_reduction_into_its_consumer():
-    task = autotune.create_task(scores_workload, (2, 16, 32))
+    task = autotune.create_task(scores_workload, (2, 16, 32), target=AVX2)
     trace = str(task.trace(FallbackConfig()))
     assert "S.red0.compute_at(S, " in trace
+
+
+def test_the_sketch_computes_the_layer_norm_sums_per_row_of_the_output():
+    task = autotune.create_task(plain_layer_norm, (64, 96), target=AVX2)
+    trace = str(task.trace(FallbackConfig())).splitlines()
+    assert {"mean.compute_inline()", "var.compute_inline()", "mean.red0.compute_at(Y, i.inner)",
+            "var.red0.compute_at(Y, i.inner)"} <= set(trace)
 
 
 def _measure_option():
