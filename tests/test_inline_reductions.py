@@ -175,6 +175,34 @@ def test_an_inner_reduction_over_an_enclosing_reduction_axis():
     np.testing.assert_array_equal(out, (a[:, 2:7].max(2) * b[2:7]).sum(1))
 
 
+def test_symbolic_sizes():
+    """A row mean over a symbolic width computed per row, and an inner reduction over an
+    enclosing reduction axis of symbolic extent (its stage's extent is that size)."""
+    n, d = tl.var("n"), tl.var("d")
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    Y = tl.compute((n, d), lambda i, j: X[i, j] - tl.sum(X[i, k], axis=k) / d.astype("float32"),
+                   name="Y")
+    s = tl.create_schedule(Y.op)
+    s[reduction_stage(Y)].compute_at(s[Y], Y.op.axis[0])
+    f = tl.build(s, [X, Y])
+    A = tl.placeholder((4, n, 5), name="A")
+    B = tl.placeholder((n,), name="B")
+    kk, m = tl.reduce_axis((0, n), name="kk"), tl.reduce_axis((0, 5), name="m")
+    C = tl.compute((4,), lambda i: tl.sum(tl.max(A[i, kk, m], axis=m) * B[kk], axis=kk), name="C")
+    g = tl.build(tl.create_schedule(C.op), [A, B, C])
+    rng = np.random.default_rng(15)
+    for rows, cols in [(1, 1), (5, 13), (3, 100)]:
+        x = random_array((rows, cols), "float32", rng)
+        y = np.zeros_like(x)
+        f(x, y)
+        np.testing.assert_allclose(y, x - x.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+        a, b = random_array((4, cols, 5), "float32", rng), random_array((cols,), "float32", rng)
+        c = np.zeros(4, "float32")
+        g(a, b, c)
+        np.testing.assert_allclose(c, (a.max(2) * b).sum(1), rtol=1e-5, atol=1e-6)
+
+
 def test_conditions_and_a_triangular_range():
     """A `where=` that reads the data and one that depends on the outer axis (a prefix sum)."""
     n = 9
