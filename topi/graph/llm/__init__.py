@@ -1,5 +1,7 @@
 """Language models: weight-only quantization, the GGUF importer and generation with a KV cache."""
 
+from .generate import CausalLM, generate
+from .llama import LlamaConfig, build_llama_graph
 from .quantize_weights import quantize_weights
 
-__all__ = ["quantize_weights"]
+__all__ = ["CausalLM", "LlamaConfig", "build_llama_graph", "generate", "quantize_weights"]

@@ -1,11 +1,17 @@
-"""The graph op of weight-only quantized products: `dense_quantized`, its topi compute, x86
-schedule and numpy reference (the pattern of `topi/graph/ops.py`)."""
+"""The graph ops of language models: `dense_quantized` (weight-only quantized products) and
+`rms_norm` and `append_rows` (a cache followed by the new rows, both of symbolic length), each
+with its topi compute, x86 schedule and numpy reference (the pattern of
+`topi/graph/ops.py`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+import tensorlang as tl
+
+from ... import x86
 from ...nn.dense_quantized import dense_quantized
+from ...nn.rms_norm import rms_norm
 from ...x86.dense_quantized import schedule_dense_quantized
 from ..ops import OpPattern, register_op
 from .packing import PackedWeight
@@ -25,3 +31,32 @@ def _dense_quantized_reference(data: np.ndarray, weight: np.ndarray, scale: np.n
 #: data (M, K) float32 x packed weight, scales[, zero points] -> (M, N) float32.
 register_op("dense_quantized", _dense_quantized, schedule_dense_quantized, OpPattern.OUT_FUSABLE,
             reference=_dense_quantized_reference)
+
+
+def _rms_norm_reference(x: np.ndarray, weight: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
+    squares = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
+    return (x / np.sqrt(squares + epsilon) * weight).astype(x.dtype)
+
+
+register_op("rms_norm", lambda x, weight, epsilon=1e-5: rms_norm(x, weight, epsilon),
+            x86.schedule_reduce, OpPattern.REDUCTION, reference=_rms_norm_reference)
+
+
+def _append_rows(first: tl.Tensor, second: tl.Tensor) -> tl.Tensor:
+    """`first` then `second` along axis 0, whose lengths may be symbolic (topi's concatenate
+    wants them static); both reads are clamped into their tensors, so neither reads past its
+    end where the select takes the other."""
+    n = first.shape[0]
+    shape = (n + second.shape[0], *first.shape[1:])
+
+    def f(*index):
+        i, rest = index[0], index[1:]
+        head = first[(tl.minimum(i, n - 1), *rest)]
+        tail = second[(tl.maximum(i - n, 0), *rest)]
+        return tl.if_then_else(i < n, head, tail)
+
+    return tl.compute(shape, f, name="append_rows", tag="injective")
+
+
+register_op("append_rows", _append_rows, x86.schedule_injective, OpPattern.INJECTIVE,
+            reference=lambda first, second: np.concatenate([first, second], axis=0))

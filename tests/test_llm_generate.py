@@ -1,0 +1,113 @@
+"""Generation with a KV cache (`CausalLM`, `tg.generate`) against PyTorch's LlamaForCausalLM
+(tiny configuration, the same random weights): the logits of every prompt token, then 40 greedy
+tokens identical to transformers' greedy search, the prompt run as one prefill and each new token
+as one decode call of the same symbolic module; sampling reproducible for a seed, and bad
+arguments refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from wild_models import torchvision
+
+import topi.graph as tg
+from topi.graph.llm.generate import CausalLM
+from topi.graph.llm.llama import LlamaConfig, build_llama_graph, weights_from_hf
+
+PROMPT = np.array([5, 3, 9, 1, 77, 12, 40], np.int64)
+
+
+@pytest.fixture(scope="module")
+def hf_model():
+    torchvision()  # transformers imports it when present
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        rope_theta=500.0, rms_norm_eps=1e-6)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ours = LlamaConfig(97, 64, 96, 2, 4, 2, rope_theta=500.0, rms_norm_eps=1e-6,
+                       max_position_embeddings=64)
+    weights = weights_from_hf({k: v.detach().numpy() for k, v in model.state_dict().items()})
+    return model, ours, weights
+
+
+@pytest.fixture(scope="module")
+def lm(hf_model):
+    _, config, weights = hf_model
+    return CausalLM.build(config, weights)
+
+
+def test_prompt_logits_match_pytorch(hf_model):
+    import torch
+
+    model, config, weights = hf_model
+    m = tg.build(build_llama_graph(config, weights, all_logits=True))
+    outs = m(input_ids=PROMPT, positions=np.arange(PROMPT.size), key_positions=np.array([10**9]),
+             **{f"past_{kv}{i}": np.zeros((1, 2, 16), np.float32) for i in range(2)
+                for kv in "kv"})
+    with torch.no_grad():
+        expected = model(torch.tensor(PROMPT)[None]).logits[0].numpy()
+    np.testing.assert_allclose(outs[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_greedy_tokens_match_pytorch(hf_model, lm):
+    import torch
+
+    model = hf_model[0]
+    got = tg.generate(lm, PROMPT, 40)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor(PROMPT)[None], max_new_tokens=40,
+                                  min_new_tokens=40, do_sample=False)[0].numpy()
+    np.testing.assert_array_equal(got, expected)
+    assert lm.timing.prompt_tokens == 7 and lm.timing.decoded_tokens == 39
+    assert lm.length == PROMPT.size + 39  # the last token is returned, never run
+
+
+def test_cache_continues_where_the_prompt_stopped(lm):
+    """The prompt in two calls (7 tokens, then 3 more through the cache) gives the logits of
+    the 10 tokens in one call."""
+    tokens = np.array([*PROMPT, 60, 2, 33])
+    lm.reset()
+    whole = lm(tokens)
+    lm.reset()
+    lm(PROMPT)
+    np.testing.assert_allclose(lm(tokens[7:]), whole, rtol=1e-5, atol=1e-6)
+
+
+def test_sampling_is_reproducible_with_a_seed(lm):
+    args = dict(temperature=0.9, top_k=30, top_p=0.95)
+    first = tg.generate(lm, PROMPT, 24, seed=7, **args)
+    assert np.array_equal(first, tg.generate(lm, PROMPT, 24, seed=7, **args))
+    assert not np.array_equal(first, tg.generate(lm, PROMPT, 24, seed=8, **args))
+    assert not np.array_equal(first, tg.generate(lm, PROMPT, 24))
+    top1 = tg.generate(lm, PROMPT, 12, temperature=1.5, top_k=1, seed=3)
+    np.testing.assert_array_equal(top1, tg.generate(lm, PROMPT, 12))  # top-1 is greedy
+
+
+def test_eos_stops_generation(lm):
+    greedy = tg.generate(lm, PROMPT, 10)
+    stopped = tg.generate(lm, PROMPT, 10, eos_token_id=int(greedy[9]))
+    np.testing.assert_array_equal(stopped, greedy[:10])
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(input_ids=[]), ValueError, "non-empty"),
+    (dict(input_ids=[3, 97]), ValueError, "0..96"),
+    (dict(max_new_tokens=60), ValueError, "max_length"),
+    (dict(temperature=-1), ValueError, "temperature"),
+    (dict(top_k=0), ValueError, "top_k"),
+    (dict(top_p=1.5), ValueError, "top_p"),
+])
+def test_bad_arguments(lm, kwargs, error, match):
+    args = dict(input_ids=PROMPT, max_new_tokens=5) | kwargs
+    with pytest.raises(error, match=match):
+        tg.generate(lm, **args)
+
+
+def test_generate_needs_a_causal_lm():
+    with pytest.raises(TypeError, match="CausalLM"):
+        tg.generate(object(), PROMPT, 5)

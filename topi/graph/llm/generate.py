@@ -1,0 +1,182 @@
+"""Text generation: `CausalLM` (a built decoder with its KV cache) and `generate`.
+
+`CausalLM` builds the decoder graph of `llama.py` once, with symbolic token and cache lengths
+(`tg.build(g, bounds=...)`): the prompt (prefill) and each new token (decode) run the same
+module, nothing compiled per length. The cache is static: keys and values of every layer
+preallocated to `max_length` positions; a call reads the filled part in place (a view) and the
+new tokens' keys and values are written after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..build import build
+from .llama import LlamaConfig, Weight, build_llama_graph
+
+#: The position of the dummy cached row that a prompt attends to (masked for every token).
+_NEVER = np.iinfo(np.int64).max // 2
+
+
+@dataclass
+class Timing:
+    """Seconds and tokens of the last `generate`: prefill (the prompt, which gives the first
+    new token) and decode (one call per further token)."""
+
+    prompt_tokens: int = 0
+    prefill_s: float = 0.0
+    decoded_tokens: int = 0
+    decode_s: float = 0.0
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.decoded_tokens / self.decode_s if self.decode_s else 0.0
+
+
+@dataclass
+class CausalLM:
+    """A llama-family model built for generation, holding its KV cache.
+
+    Attributes:
+        config: the model's shape.
+        module: the built decoder (symbolic "seq" and "past").
+        max_length: positions the cache holds (prompt plus new tokens).
+        length: positions filled so far.
+        timing: the last `generate`'s figures.
+    """
+
+    config: LlamaConfig
+    module: object
+    max_length: int
+    length: int = 0
+    timing: Timing = field(default_factory=Timing)
+
+    def __post_init__(self) -> None:
+        c = self.config
+        shape = (c.num_hidden_layers, self.max_length, c.num_key_value_heads, c.head_dim)
+        self.keys = np.zeros(shape, np.float32)
+        self.values = np.zeros(shape, np.float32)
+        self._dummy = np.zeros((1, c.num_key_value_heads, c.head_dim), np.float32)
+
+    @classmethod
+    def build(cls, config: LlamaConfig, weights: Mapping[str, Weight],
+              max_length: int | None = None, target: str = "llvm") -> CausalLM:
+        """Build the decoder for sequences of up to `max_length` positions (default: the
+        model's context length)."""
+        max_length = max_length or config.max_position_embeddings
+        if not 2 <= max_length <= config.max_position_embeddings:
+            raise ValueError(f"CausalLM: max_length must be in 2..{config.max_position_embeddings}"
+                             f", got {max_length}")
+        graph = build_llama_graph(config, weights)
+        module = build(graph, target=target,
+                       bounds={"seq": (1, max_length), "past": (1, max_length)})
+        return cls(config, module, max_length)
+
+    def reset(self) -> None:
+        """Forget the cached positions (the next call starts a new sequence)."""
+        self.length = 0
+
+    def __call__(self, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Run `token_ids` after the cached positions; returns the last one's logits (vocab,)
+        and appends their keys and values to the cache."""
+        ids = np.asarray(token_ids, np.int64).reshape(-1)
+        start, count = self.length, ids.size
+        if count == 0 or start + count > self.max_length:
+            raise ValueError(f"CausalLM: {count} tokens after {start} cached positions do not fit "
+                             f"in max_length {self.max_length}")
+        feeds: dict[str, np.ndarray] = {
+            "input_ids": ids, "positions": np.arange(start, start + count, dtype=np.int64),
+            "key_positions": np.arange(start, dtype=np.int64) if start else
+            np.array([_NEVER], np.int64)}
+        for i in range(self.config.num_hidden_layers):
+            feeds[f"past_k{i}"] = self.keys[i, :start] if start else self._dummy
+            feeds[f"past_v{i}"] = self.values[i, :start] if start else self._dummy
+        logits, *kv = self.module(**feeds)
+        for i in range(self.config.num_hidden_layers):
+            self.keys[i, start:start + count] = kv[2 * i]
+            self.values[i, start:start + count] = kv[2 * i + 1]
+        self.length = start + count
+        return np.asarray(logits).reshape(-1)
+
+
+def _sample(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None,
+            rng: np.random.Generator) -> int:
+    """A token drawn from softmax(logits / temperature) restricted to the `top_k` likeliest and
+    to the smallest set of likeliest tokens whose probability reaches `top_p`."""
+    scaled = logits.astype(np.float64) / temperature
+    order = np.argsort(-scaled, kind="stable")
+    if top_k is not None:
+        order = order[:top_k]
+    probs = np.exp(scaled[order] - scaled[order[0]])
+    probs /= probs.sum()
+    if top_p is not None:
+        keep = int(np.searchsorted(np.cumsum(probs), top_p)) + 1
+        order, probs = order[:keep], probs[:keep] / probs[:keep].sum()
+    return int(order[rng.choice(len(order), p=probs)])
+
+
+def _check(model: object, ids: np.ndarray, max_new_tokens: int, temperature: float,
+           top_k: int | None, top_p: float | None) -> None:
+    if not isinstance(model, CausalLM):
+        raise TypeError(f"generate takes a CausalLM (tg.from_gguf(...) or CausalLM.build), got "
+                        f"{type(model).__name__}")
+    if ids.ndim != 1 or ids.size == 0:
+        raise ValueError(f"generate: input_ids must be a non-empty 1-D sequence, got shape "
+                         f"{ids.shape}")
+    if ids.min() < 0 or ids.max() >= model.config.vocab_size:
+        raise ValueError(f"generate: input_ids must lie in 0..{model.config.vocab_size - 1}")
+    if max_new_tokens < 1 or ids.size + max_new_tokens > model.max_length:
+        raise ValueError(f"generate: {ids.size} prompt tokens + max_new_tokens={max_new_tokens} "
+                         f"must fit in max_length {model.max_length}")
+    if temperature < 0:
+        raise ValueError(f"generate: temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"generate: top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"generate: top_p must be in (0, 1], got {top_p}")
+
+
+def generate(model: CausalLM, input_ids: Sequence[int] | np.ndarray, max_new_tokens: int,
+             temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+             seed: int | None = None, eos_token_id: int | None = None) -> np.ndarray:
+    """The prompt followed by up to `max_new_tokens` generated tokens (int64, 1-D).
+
+    The prompt runs as one prefill call, each new token as one decode call reading the cache.
+    temperature 0 is greedy (the likeliest token); above 0 tokens are sampled from the
+    tempered distribution cut to `top_k` / `top_p`, reproducibly for a given `seed`.
+    Generation stops early after `eos_token_id`. `model.timing` holds the figures.
+
+    Raises:
+        TypeError: `model` is not a CausalLM.
+        ValueError: empty or out-of-vocabulary ids, a length past `max_length`, bad sampling
+            parameters.
+    """
+    ids = np.asarray(input_ids, np.int64).reshape(-1) if np.ndim(input_ids) else np.zeros(0)
+    _check(model, ids, max_new_tokens, temperature, top_k, top_p)
+    rng = np.random.default_rng(seed)
+    model.reset()
+    tokens = list(ids)
+    timing = Timing(prompt_tokens=ids.size)
+    started = time.perf_counter()
+    logits = model(ids)
+    timing.prefill_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for step in range(max_new_tokens):
+        token = int(np.argmax(logits)) if temperature == 0 else _sample(
+            logits, temperature, top_k, top_p, rng)
+        tokens.append(token)
+        if token == eos_token_id or step == max_new_tokens - 1:
+            break
+        logits = model([token])
+        timing.decoded_tokens += 1
+    timing.decode_s = time.perf_counter() - started
+    model.timing = timing
+    return np.array(tokens, np.int64)

@@ -1,0 +1,191 @@
+"""The llama-family decoder as a Graph: RMSNorm, rotary positions, grouped-query attention with
+a causal mask, SwiGLU (LLaMA, Mistral, Qwen2 with its q/k/v biases, SmolLM, TinyLlama).
+
+One sequence, no batch axis: activations are (tokens, hidden) rows, so every projection is a
+`dense` (or `dense_quantized`) on rows. One graph serves prefill and decode, its sizes symbolic:
+`input_ids` and `positions` ("seq" tokens) attend to the cached keys and values
+`past_k{i}` / `past_v{i}` ("past", kv heads, head dim) of positions `key_positions`, then to
+their own; a key whose position is after the query's is masked (so a prompt passes one dummy
+cached row with a position past every token's, the symbolic sizes being at least 1).
+
+It returns the last token's logits (1, vocab) (or every token's with `all_logits`) and, per
+layer, the new tokens' keys (after the rotation) and values (tokens, kv heads, head dim), which
+the caller appends to its cache (`generate.CausalLM`). Weights are named as in GGUF (`blk.{i}.
+attn_q`, ...) with Q and K rows in the rotate-half order of Hugging Face's checkpoints; a value
+is a float array (N, K) or a `PackedWeight`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import Graph, Node
+from . import ops  # noqa: F401  (rms_norm, append_rows)
+from .packing import PackedWeight
+from .quantize_weights import pack_dense
+
+Weight = np.ndarray | PackedWeight
+#: Added to the attention scores of keys after the query (a finite -inf: exp gives exactly 0).
+MASKED = -1e30
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The shape of a llama-family model (the names of Hugging Face's LlamaConfig)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    max_position_embeddings: int = 2048
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads or \
+                self.num_attention_heads % self.num_key_value_heads or self.head_dim % 2:
+            raise ValueError(f"LlamaConfig: {self.num_attention_heads} heads of "
+                             f"{self.hidden_size} with {self.num_key_value_heads} KV heads do "
+                             "not split into even head dims and whole groups")
+
+
+def rope_tables(config: LlamaConfig) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of every position and frequency, (max positions, head_dim / 2) float32."""
+    half = config.head_dim // 2
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(half, dtype=np.float64) / half)
+    angles = np.arange(config.max_position_embeddings, dtype=np.float64)[:, None] * inv_freq
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class _Builder:
+    """Writes one decoder graph; holds the graph, the config and the weights."""
+
+    def __init__(self, config: LlamaConfig, weights: Mapping[str, Weight]) -> None:
+        self.g = Graph()
+        self.config = config
+        self.weights = weights
+
+    def const(self, key: str) -> Node:
+        return self.g.constant(np.asarray(self.weights[key], np.float32), key)
+
+    def linear(self, x: Node, key: str) -> Node:
+        weight = self.weights[key]
+        if isinstance(weight, PackedWeight):
+            out = pack_dense(self.g, x, weight, self.g.unique_name(key))
+        else:
+            out = self.g.dense(x, self.const(key))
+        bias = f"{key}.bias"
+        return self.g.add(out, self.const(bias)) if bias in self.weights else out
+
+    def rms_norm(self, x: Node, key: str) -> Node:
+        return self.g.apply("rms_norm", x, self.const(key), epsilon=self.config.rms_norm_eps)
+
+    def rotate(self, x: Node, cos: Node, sin: Node) -> Node:
+        """Rotary positions on (tokens, heads, head_dim) in the rotate-half order."""
+        g, half = self.g, self.config.head_dim // 2
+        x1 = g.strided_slice(x, begin=(0,), end=(half,), axes=(2,))
+        x2 = g.strided_slice(x, begin=(half,), end=(2 * half,), axes=(2,))
+        first = g.subtract(g.multiply(x1, cos), g.multiply(x2, sin))
+        second = g.add(g.multiply(x2, cos), g.multiply(x1, sin))
+        return g.concatenate([first, second], axis=2)
+
+    def heads(self, x: Node, count: int) -> Node:
+        return self.g.reshape(x, (x.shape[0], count, self.config.head_dim))
+
+    def attention(self, q: Node, keys: Node, values: Node, mask: Node) -> Node:
+        """q (tokens, H, d), keys and values (keys, KVH, d) -> (tokens, H * d); each group of
+        H / KVH query heads reads one KV head as a batch of the group's rows."""
+        g, c = self.g, self.config
+        tokens, kv_heads = q.shape[0], c.num_key_value_heads
+        group = c.num_attention_heads // kv_heads
+        q_rows = g.reshape(g.transpose(q, (1, 0, 2)), (kv_heads, group * tokens, c.head_dim))
+        k = g.transpose(keys, (1, 0, 2))
+        scores = g.multiply(g.batch_matmul(q_rows, k), float(1 / np.sqrt(c.head_dim)))
+        scores = g.reshape(scores, (kv_heads, group, tokens, keys.shape[0]))
+        scores = g.reshape(g.add(scores, mask), (kv_heads, group * tokens, keys.shape[0]))
+        out = g.matmul(g.softmax(scores, axis=-1), g.transpose(values, (1, 0, 2)))
+        out = g.transpose(g.reshape(out, (c.num_attention_heads, tokens, c.head_dim)), (1, 0, 2))
+        return g.reshape(out, (tokens, c.hidden_size))
+
+    def layer(self, i: int, x: Node, cos: Node, sin: Node, mask: Node,
+              past: tuple[Node, Node]) -> tuple[Node, Node, Node]:
+        g, c, p = self.g, self.config, f"blk.{i}."
+        h = self.rms_norm(x, p + "attn_norm")
+        q = self.rotate(self.heads(self.linear(h, p + "attn_q"), c.num_attention_heads),
+                        cos, sin)
+        k = self.rotate(self.heads(self.linear(h, p + "attn_k"), c.num_key_value_heads),
+                        cos, sin)
+        v = self.heads(self.linear(h, p + "attn_v"), c.num_key_value_heads)
+        keys, values = (g.apply("append_rows", cached, new) for cached, new in zip(past, (k, v)))
+        x = g.add(x, self.linear(self.attention(q, keys, values, mask), p + "attn_output"))
+        h = self.rms_norm(x, p + "ffn_norm")
+        gated = g.multiply(g.silu(self.linear(h, p + "ffn_gate")), self.linear(h, p + "ffn_up"))
+        return g.add(x, self.linear(gated, p + "ffn_down")), k, v
+
+
+def build_llama_graph(config: LlamaConfig, weights: Mapping[str, Weight],
+                      all_logits: bool = False) -> Graph:
+    """The decoder graph of the module docstring."""
+    b = _Builder(config, weights)
+    g, c = b.g, config
+    ids = g.input("input_ids", ("seq",), "int64")
+    positions = g.input("positions", ("seq",), "int64")
+    cached = g.input("key_positions", ("past",), "int64")
+    kv_shape = ("past", c.num_key_value_heads, c.head_dim)
+    caches = [(g.input(f"past_k{i}", kv_shape), g.input(f"past_v{i}", kv_shape))
+              for i in range(c.num_hidden_layers)]
+    tokens = ids.shape[0]
+    cos_table, sin_table = rope_tables(c)
+    cos, sin = (g.reshape(g.take(g.constant(t, name), positions, axis=0),
+                          (tokens, 1, c.head_dim // 2))
+                for t, name in ((cos_table, "rope_cos"), (sin_table, "rope_sin")))
+    key_positions = g.apply("append_rows", cached, positions)
+    later = g.greater(g.reshape(key_positions, (1, key_positions.shape[0])),
+                      g.reshape(positions, (tokens, 1)))
+    mask = g.where(later, np.array(MASKED, np.float32), np.array(0, np.float32))
+    x = g.take(b.const("token_embd"), ids, axis=0)
+    new_kv = []
+    for i in range(c.num_hidden_layers):
+        x, k, v = b.layer(i, x, cos, sin, mask, caches[i])
+        new_kv += [k, v]
+    if not all_logits:
+        x = g.slice_dims(x, axes=(0,), begin=(tokens - 1,), size=(1,))
+    g.output(b.linear(b.rms_norm(x, "output_norm"), "output"), *new_kv)
+    return g
+
+
+#: Hugging Face's parameter names (per layer after "model.layers.{i}.") -> the GGUF names.
+HF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+HF_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def weights_from_hf(state_dict: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A Hugging Face llama-family state dict (arrays) under the GGUF names (biases as
+    "{name}.bias"); a tied head reads the embedding."""
+    out: dict[str, np.ndarray] = {}
+    for key, value in state_dict.items():
+        stem, _, kind = key.rpartition(".")
+        if stem.startswith("model.layers."):
+            index, _, rest = stem[len("model.layers."):].partition(".")
+            name = f"blk.{index}.{HF_LAYER_NAMES[rest]}"
+        elif stem in HF_NAMES:
+            name = HF_NAMES[stem]
+        else:
+            continue  # buffers such as rotary inverse frequencies
+        out[name if kind == "weight" else f"{name}.{kind}"] = np.asarray(value, np.float32)
+    out.setdefault("output", out["token_embd"])
+    return out
