@@ -215,6 +215,21 @@ def test_conditions_and_a_triangular_range():
     np.testing.assert_allclose(out, np.cumsum(x) * 2 + x[x < 0.5].max() + x, rtol=1e-5)
 
 
+def test_a_reduction_in_the_condition_of_another():
+    """The sum of each row's values above the row's mean: the mean (red0) is read by the
+    condition of the sum, which stays the whole body."""
+    n, d = 6, 19
+    X = tl.placeholder((n, d), "float64", name="X")
+    k, m = tl.reduce_axis((0, d), name="k"), tl.reduce_axis((0, d), name="m")
+    Y = tl.compute((n,), lambda i: tl.sum(X[i, k], axis=k,
+                                          where=X[i, k] > tl.sum(X[i, m], axis=m) / d), name="Y")
+    assert [t.op.name for t in Y.op.input_tensors] == ["X", "Y.red0"] and Y.op.reduce_axis
+    x = random_array((n, d), "float64", np.random.default_rng(16))
+    out = build_run(tl.create_schedule(Y.op), [X, Y], [x])
+    np.testing.assert_allclose(out, np.where(x > x.mean(1, keepdims=True), x, 0).sum(1),
+                               rtol=1e-12)
+
+
 def argmax_reducer():
     """(index, value) pairs: the larger value, the first index among equal ones."""
     def combine(x, y):
