@@ -28,13 +28,15 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
                  "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0", "transformers>=5.0",
-                 "onnxscript>=0.5", "ml_dtypes>=0.3"],
+                 "onnxscript>=0.5", "ml_dtypes>=0.3", "gguf>=0.10"],
         "distributed": ["distributed>=2023.1"],
         "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
         "torch": ["torch==2.13.0"],
         "plot": ["matplotlib>=3.6"],
         # bfloat16 numpy arrays: bf16 kernels' inputs, tg.build(precision="bf16")'s weights.
         "bf16": ["ml_dtypes>=0.3"],
+        # tg.from_gguf: llama-family models from GGUF files.
+        "gguf": ["gguf>=0.10"],
         # benchmarks/: the reference libraries, and which OpenBLAS kernel numpy runs.
         "bench": ["threadpoolctl>=3", "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0"],
     },

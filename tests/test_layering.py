@@ -116,8 +116,9 @@ def test_third_party_dependencies_are_declared():
         "tensorlang": {"numpy", "llvmlite", "cffi"},
         "autotune": {"numpy", "xgboost", "tensorlang", "tqdm", "cloudpickle", "distributed"},
         # onnx and torch: the optional extras of topi.graph's importers and model zoo;
-        # ml_dtypes: the "bf16" extra (bfloat16 numpy arrays of bf16 builds).
-        "topi": {"numpy", "tensorlang", "autotune", "onnx", "torch", "ml_dtypes"},
+        # ml_dtypes: the "bf16" extra (bfloat16 numpy arrays of bf16 builds); gguf: the "gguf"
+        # extra (tg.from_gguf).
+        "topi": {"numpy", "tensorlang", "autotune", "onnx", "torch", "ml_dtypes", "gguf"},
     }
     stdlib = set(__import__("sys").stdlib_module_names)
     for package, deps in allowed.items():

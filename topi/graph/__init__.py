@@ -11,7 +11,7 @@ from .custom import custom_op
 from .export import LoadedModule, load_module
 from .frontends import from_onnx, from_torch
 from .graph import Graph, Node, NodeKind
-from .llm import generate, quantize_weights
+from .llm import from_gguf, generate, quantize_weights
 from .module import Module
 from .ops import OpDef, OpPattern, get_op, register_op, registered_ops
 from .passes import optimize
@@ -21,7 +21,7 @@ from .tune import TuneResult, tune
 
 __all__ = [
     "Graph", "LoadedModule", "Module", "Node", "NodeKind", "OpDef", "OpPattern", "TuneResult",
-    "build", "custom_op", "extract_tasks", "from_onnx", "from_torch", "generate", "get_op",
-    "load_module", "optimize", "passes", "quantize", "quantize_weights", "register_op",
+    "build", "custom_op", "extract_tasks", "from_gguf", "from_onnx", "from_torch", "generate",
+    "get_op", "load_module", "optimize", "passes", "quantize", "quantize_weights", "register_op",
     "registered_ops", "tune",
 ]
