@@ -137,11 +137,10 @@ def test_a_reduction_used_twice_is_one_stage():
     np.testing.assert_allclose(out, (x - x.mean(1, keepdims=True)) ** 2, rtol=1e-4, atol=1e-6)
 
 
-def test_a_reduction_nested_in_a_reduction():
-    """The variance as the mean of squared deviations from a mean, in one expression: the inner
-    mean becomes red0, the outer sum red1 (it reads red0)."""
-    n, d = 7, 13
-    X = tl.placeholder((n, d), "float64", name="X")
+def variance_in_one_expression(n, d, dtype="float32"):
+    """The mean of squared deviations from a mean, in one expression: the inner mean becomes
+    V.red0, the outer sum V.red1 (which reads V.red0)."""
+    X = tl.placeholder((n, d), dtype, name="X")
     k = tl.reduce_axis((0, d), name="k")
     k2 = tl.reduce_axis((0, d), name="k2")
 
@@ -149,10 +148,14 @@ def test_a_reduction_nested_in_a_reduction():
         deviation = X[i, k] - tl.sum(X[i, k2], axis=k2) / d
         return tl.sum(deviation * deviation, axis=k) / d
 
-    V = tl.compute((n,), variance, name="V")
+    return X, tl.compute((n,), variance, name="V")
+
+
+def test_a_reduction_nested_in_a_reduction():
+    X, V = variance_in_one_expression(7, 13, "float64")
     red1 = reduction_stage(V, 1)
     assert [t.name for t in red1.op.input_tensors] == ["X", "V.red0"]
-    x = random_array((n, d), "float64", np.random.default_rng(7))
+    x = random_array((7, 13), "float64", np.random.default_rng(7))
     out = build_run(tl.create_schedule(V.op), [X, V], [x])
     np.testing.assert_allclose(out, x.var(1), rtol=1e-12)
 
@@ -439,20 +442,7 @@ def scores_workload(h, n, d):
 
 
 def one_expression_variance(n, d):
-    X, V = _variance_compute(n, d)
-    return [X, V]
-
-
-def _variance_compute(n, d):
-    X = tl.placeholder((n, d), name="X")
-    k = tl.reduce_axis((0, d), name="k")
-    k2 = tl.reduce_axis((0, d), name="k2")
-
-    def variance(i):
-        deviation = X[i, k] - tl.sum(X[i, k2], axis=k2) / d
-        return tl.sum(deviation * deviation, axis=k) / d
-
-    return X, tl.compute((n,), variance, name="V")
+    return list(variance_in_one_expression(n, d))
 
 
 def integer_row_range(n, d):
