@@ -158,3 +158,31 @@ def test_other_architectures_are_refused(tmp_path):
     writer.close()
     with pytest.raises(ValueError, match="'bert' is not llama-family"):
         tg.from_gguf(tmp_path / "bert.gguf")
+
+
+@pytest.mark.parametrize("written", [("llama", "Q4_0")], indirect=True, ids=["llama-Q4_0"])
+def test_command_line_generates_the_same_tokens(written, capsys):
+    """`tensorlang model generate FILE --prompt-ids ... --tokens 8`: the greedy tokens and the
+    tokens per second."""
+    from tensorlang.cli import main
+
+    path, _, _ = written
+    expected = tg.generate(tg.from_gguf(path, max_length=PROMPT.size + 8), PROMPT, 8)
+    code = main(["model", "generate", str(path), "--prompt-ids", ",".join(map(str, PROMPT)),
+                 "--tokens", "8"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0] == ",".join(str(t) for t in expected[PROMPT.size:])
+    assert "prefill: 9 tokens" in out[1] and "decode: 7 tokens" in out[1] and "tokens/s" in out[1]
+
+
+def test_command_line_errors(tmp_path, capsys):
+    from tensorlang.cli import main
+
+    assert main(["model", "generate", str(tmp_path / "none.gguf"), "--prompt-ids", "1"]) != 0
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
+    assert main(["model", "generate", str(tmp_path / "junk.gguf"), "--prompt-ids", "1"]) != 0
+    assert "junk.gguf" in capsys.readouterr().err
+    assert main(["model", "generate", str(tmp_path / "junk.gguf"), "--prompt-ids", "1,x"]) != 0
+    assert "--prompt-ids" in capsys.readouterr().err

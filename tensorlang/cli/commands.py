@@ -25,6 +25,7 @@ from autotune.result import gflops
 from tensorlang.benchmark import compare
 from topi.graph.model_io import random_inputs
 
+from .generation import load_gguf_model, parse_ids
 from .kernels import WrongResult, check_close, instantiate, judge
 from .logs import (
     LogError,
@@ -337,9 +338,11 @@ Example:
   tensorlang model build net.onnx --log net.jsonl --export net.so
   tensorlang model run net.onnx --log net.jsonl
   tensorlang model bench net.onnx --log net.jsonl --repeat 10
-  tensorlang model run dynamic.onnx --shape data=1,3,224,224""")
+  tensorlang model run dynamic.onnx --shape data=1,3,224,224
+  tensorlang model generate llama.gguf --prompt-ids 1,2,3 --tokens 128""")
 def model() -> None:
-    """Tune, build, run and benchmark an ONNX model with topi.graph."""
+    """Tune, build, run and benchmark an ONNX model with topi.graph; generate with a GGUF
+    language model."""
 
 
 Shapes = dict[str, tuple[int, ...]]
@@ -491,6 +494,38 @@ def model_bench(model_path: str, target: str, shapes: Shapes, log: str | None,
     click.echo(format_table(["runtime", "ms"], rows, "lr"))
     click.echo(f"onnxruntime time / ours: {timing.speedup:.2f}x "
                f"({'we are faster' if timing.speedup > 1 else 'onnxruntime is faster'})")
+
+
+@model.command("generate", epilog="""\b
+Example:
+  tensorlang model generate llama.gguf --prompt-ids 1,2,3 --tokens 128
+  tensorlang model generate llama.gguf --prompt-ids 1,2,3 --temperature 0.8 --seed 1""")
+@click.argument("model_path", metavar="MODEL.gguf")
+@click.option("--prompt-ids", required=True, help="the prompt's token ids, e.g. 1,2,3")
+@click.option("--tokens", type=click.IntRange(min=1), default=128, show_default=True,
+              help="new tokens to generate")
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="0 is greedy; above 0 samples")
+@click.option("--top-k", type=click.IntRange(min=1), help="sample among the K likeliest")
+@click.option("--top-p", type=float, help="sample among the likeliest of total probability P")
+@click.option("--seed", type=int, help="of the sampling")
+@click.option("--target", default="llvm", show_default=True)
+def model_generate(model_path: str, prompt_ids: str, tokens: int, temperature: float,
+                   top_k: int | None, top_p: float | None, seed: int | None,
+                   target: str) -> None:
+    """Generate TOKENS token ids after the prompt with a llama-family GGUF model (prefill, then
+    one decode step per token with the KV cache); print them and the tokens per second."""
+    with user_errors():
+        tl.Target(target)
+        ids = parse_ids(prompt_ids)
+        lm = load_gguf_model(model_path, len(ids) + tokens, target)
+        out = tg.generate(lm, ids, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                          seed=seed)
+    click.echo(",".join(str(t) for t in out[len(ids):]))
+    t = lm.timing
+    click.echo(f"prefill: {t.prompt_tokens} tokens in {t.prefill_s:.3f} s "
+               f"({t.prefill_tokens_per_s:.1f} tokens/s); decode: {t.decoded_tokens} tokens in "
+               f"{t.decode_s:.3f} s ({t.decode_tokens_per_s:.1f} tokens/s)")
 
 
 __all__ = ["cli"]
