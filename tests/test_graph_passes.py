@@ -18,6 +18,7 @@ from topi.graph.passes import (
     plan_memory,
     remove_dead_nodes,
 )
+from topi.graph.passes.common import rewrite
 from topi.graph.reference import run_reference
 
 
@@ -277,3 +278,47 @@ def test_fusion_keeps_values_named_like_its_own_inputs(rng: np.random.Generator)
     x_in = _w(rng, 1, 4, 5, 5)
     (want,) = run_reference(g, {"x": x_in})
     np.testing.assert_allclose(tg.build(g)(x=x_in)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_rewrite_never_names_a_new_node_like_an_old_one_still_to_copy(
+        rng: np.random.Generator) -> None:
+    """A pass names what it makes after the node it replaces ("<name>_NCHW"); where an old node
+    further on already holds that name, the old node keeps it when copied and the new one takes
+    another (MixNet's squeeze-excitation once collided so with a layout transform)."""
+    g = tg.Graph()
+    x = g.input("x", (1, 3, 4, 5))
+    g.output(g.apply("sigmoid", g.apply("relu", x, name="a"), name="a_NCHW"))
+
+    def visit(out: tg.Graph, node: tg.Node, inputs: list) -> tg.Node | None:
+        if node.name != "a":
+            return None
+        return out.apply("abs", out.apply("relu", *inputs, name=out.unique_name("a_NCHW")))
+
+    new = rewrite(g, visit)
+    names = [n.name for n in new.nodes]
+    assert len(set(names)) == len(names)
+    assert new.outputs[0].name == "a_NCHW" and new.outputs[0].op == "sigmoid"
+    _check_same(g, new, rng)
+
+
+def test_reserved_names_are_never_made_up_but_may_be_taken() -> None:
+    g = tg.Graph(reserved=["relu", "relu_0", "x"])
+    x = g.input("x", (2,))
+    made = g.unique_name("relu")
+    assert made not in ("relu", "relu_0", "x")
+    assert g.apply("relu", x, name="relu").name == "relu"  # a pass keeping an old node's name
+    assert g.apply("relu", x).name not in ("relu", "relu_0", "x")
+
+
+def test_a_copied_node_whose_name_a_new_one_took_is_renamed(rng: np.random.Generator) -> None:
+    g = tg.Graph()
+    x = g.input("x", (1, 3, 4, 5))
+    g.output(g.apply("sigmoid", g.apply("relu", x, name="a"), name="b"))
+
+    def visit(out: tg.Graph, node: tg.Node, inputs: list) -> tg.Node | None:
+        return out.apply("relu", *inputs, name="b") if node.name == "a" else None
+
+    new = rewrite(g, visit)
+    assert [n.name for n in new.ops] == ["b", new.outputs[0].name]
+    assert new.outputs[0].name != "b" and new.outputs[0].op == "sigmoid"
+    _check_same(g, new, rng)

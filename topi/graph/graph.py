@@ -27,7 +27,7 @@ import enum
 import inspect
 import itertools
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -170,11 +170,15 @@ class Graph:
         print(g)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        """reserved: names `unique_name` never returns (nodes may still be added under them):
+        a pass rebuilding a graph reserves the old graph's names, so that a node it makes
+        cannot take the name of an old node it copies later."""
         self.nodes: list[Node] = []
         self.outputs: list[Node] = []
         self._ids: set[int] = set()
         self._names: set[str] = set()
+        self._reserved = frozenset(reserved)
         self._counter = itertools.count()
         #: shape variable -> (low, high) an importer found (a torch Dim's min and max): the
         #: default bounds of `build`.
@@ -219,13 +223,25 @@ class Graph:
         return users
 
     def unique_name(self, base: str) -> str:
-        """`base` if no node has that name yet, else `base_<k>` for the next free k."""
-        if base not in self._names:
+        """`base` if no node has that name yet and it is not reserved, else `base_<k>` for the
+        next free k."""
+        if base not in self._names and base not in self._reserved:
             return base
         while True:
             candidate = f"{base}_{next(self._counter)}"
-            if candidate not in self._names:
+            if candidate not in self._names and candidate not in self._reserved:
                 return candidate
+
+    def has_name(self, name: str) -> bool:
+        """Whether a node of the graph is called `name`."""
+        return name in self._names
+
+    def _name_for(self, asked: str | None, default: str) -> str:
+        """A new node's name: `asked` where it is free (a pass may give a node the name of a
+        reserved old node it replaces), else one `unique_name` makes up."""
+        if asked is not None and asked not in self._names:
+            return asked
+        return self.unique_name(asked or default)
 
     def add_node(self, node: Node) -> Node:
         """Append a fully built node (passes use this; builders go through `apply`).
@@ -259,7 +275,7 @@ class Graph:
         where = f"Graph.constant {name or ''}".rstrip()
         dtype = _check_dtype(value.dtype, where)
         value.setflags(write=False)
-        node_name = self.unique_name(name or "const")
+        node_name = self._name_for(name, "const")
         return self.add_node(Node(node_name, CONSTANT, (), {}, value.shape, dtype, value=value))
 
     def output(self, *nodes: Node) -> None:
@@ -298,7 +314,7 @@ class Graph:
         nodes = tuple(self._operand(v, dtype, op_name) for v in inputs)
         frozen = {k: freeze_attr(v, f"{op_name} attr {k!r}") for k, v in attrs.items()}
         shape, out_dtype = infer_output(op.name, [(n.shape, n.dtype) for n in nodes], frozen)
-        node_name = self.unique_name(name or op_name)
+        node_name = self._name_for(name, op_name)
         return self.add_node(Node(node_name, op_name, nodes, frozen, shape, out_dtype))
 
     # One method per op. Each only names the arguments and goes through `apply`.

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import ops_qnn  # noqa: F401  (the quantize and dequantize ops)
 from .graph import Graph, Node, NodeKind
-from .passes.common import copy_node
+from .passes.common import copy_node, successor
 from .passes.dead_code import remove_dead_nodes
 
 METHODS = ("minmax", "percentile")
@@ -143,7 +143,7 @@ def quantize(g: Graph, calibration_inputs: Iterable[Mapping[str, np.ndarray]],
     activations = list(dict.fromkeys(n.inputs[0] for n in g.ops if n in quantized))
     ranges = _activation_ranges(g, activations, batches, method, percentile, target)
 
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     qdq: dict[Node, Node] = {}  # an activation's quantize -> dequantize, shared by its readers
 

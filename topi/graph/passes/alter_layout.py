@@ -37,7 +37,7 @@ from ...nn import channel_block, pack_group_conv2d_kernel
 from ..graph import Graph, Node, NodeKind
 from ..ops import OpPattern
 from .channels_last import ChannelsLastViews
-from .common import copy_node
+from .common import copy_node, successor
 
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
 
@@ -63,7 +63,7 @@ class _Rewriter:
 
     def __init__(self, g: Graph) -> None:
         self.old = g
-        self.out = Graph()
+        self.out = successor(g)
         self.block: dict[Node, int] = {}
         self.moved: dict[tuple[Node, int], Node] = {}
         self.outputs = set(g.outputs)
@@ -74,9 +74,9 @@ class _Rewriter:
         return tl.Target.current().vector_lanes(node.dtype)
 
     def blocked_name(self, old: Node) -> str:
-        """A graph output keeps its name for the NCHW value, so its blocked form gets another."""
-        base = f"{old.name}_NCHWc" if old in self.outputs else old.name
-        return self.out.unique_name(base)
+        """A graph output keeps its name for the NCHW value, so its blocked form gets another;
+        any other blocked value takes the name of the node it replaces."""
+        return self.out.unique_name(f"{old.name}_NCHWc") if old in self.outputs else old.name
 
     def as_block(self, node: Node, block: int) -> Node:
         """`node` in NCHW<block>c (NCHW when block is 0), transformed once per layout."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Graph, Node, NodeKind
-from .common import copy_node
+from .common import copy_node, successor
 from .dead_code import remove_dead_nodes
 
 
@@ -67,7 +67,7 @@ def fold_channel_shuffles(g: Graph) -> Graph:
     users = g.consumers()
     outputs = set(g.outputs)
     private = {n for n, readers in users.items() if len(readers) == 1 and n not in outputs}
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     for node in g.nodes:
         inputs = [mapped[i] for i in node.inputs]

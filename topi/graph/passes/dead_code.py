@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..graph import Graph, Node, NodeKind
-from .common import copy_node
+from .common import copy_node, successor
 
 
 def remove_dead_nodes(g: Graph) -> Graph:
@@ -15,7 +15,7 @@ def remove_dead_nodes(g: Graph) -> Graph:
         if node not in live:
             live.add(node)
             stack.extend(node.inputs)
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     for node in g.nodes:
         if node in live or node.kind is NodeKind.INPUT:

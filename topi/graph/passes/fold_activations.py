@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from ..graph import Graph, Node, NodeKind
-from .common import copy_node
+from .common import copy_node, successor
 from .dead_code import remove_dead_nodes
 
 #: What a pattern finds at its final multiply: the activation's input and the op computing it.
@@ -157,7 +157,7 @@ def fold_activations(g: Graph) -> Graph:
     # Readers are counted among live nodes: an earlier pass may leave dead readers behind.
     g = remove_dead_nodes(g)
     matcher = _Matcher(g)
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     for node in g.nodes:
         found = matcher.match(node)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..graph import FUSED, Graph, Node, NodeKind
 from ..ops import OpPattern
-from .common import copy_node
+from .common import copy_node, successor
 
 #: The ops whose kernels the products read through.
 GEMMS = frozenset({"dense", "matmul", "batch_matmul"})
@@ -103,7 +103,7 @@ def fold_gemm_permutes(g: Graph) -> Graph:
 
 
 def _fold(g: Graph, folded: set[Node]) -> Graph:
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     for node in g.nodes:
         if node in folded:
@@ -119,18 +119,10 @@ def _fold(g: Graph, folded: set[Node]) -> Graph:
 def _merged(out: Graph, consumer: Node, folded: set[Node], mapped: dict[Node, Node]) -> Node:
     """One fused node computing the folded producers of `consumer`, then `consumer`'s ops."""
     producers = [i for i in consumer.inputs if i in folded]
-    taken = {m.name for p in (*producers, consumer) for m in _body(p)[0]}
-    body = Graph()
+    body = Graph(reserved=(m.name for p in (*producers, consumer) for m in _body(p)[0]))
+    free = body.unique_name
     outer: list[Node] = []
     param: dict[Node, Node] = {}  # outer node (of g) -> its input in `body`
-
-    def free(base: str) -> str:
-        name, k = base, 0
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
 
     def read(node: Node) -> Node:
         if node not in param:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..graph import FUSED, Graph, Node, NodeKind
 from ..ops import OpPattern
-from .common import copy_node
+from .common import copy_node, successor
 from .concat_in_place import concat_slices
 
 P = OpPattern
@@ -66,7 +66,7 @@ def fuse_ops(g: Graph) -> Graph:
     """`g` with each fusable chain of ops replaced by one "fused" node (named after its last
     op, so outputs keep their names)."""
     group = _groups(g)
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
     for node in g.nodes:
         members = group.get(node)
@@ -81,14 +81,14 @@ def fuse_ops(g: Graph) -> Graph:
 def _fused(out: Graph, members: Sequence[Node], mapped: dict[Node, Node]) -> Node:
     """One node computing `members` (a chain in graph order), reading their outside inputs."""
     inside = set(members)
-    body = Graph()
+    # a fused body's inputs and members share one namespace (a model may name its values "p0")
+    body = Graph(reserved=(m.name for m in members))
     body_of: dict[Node, Node] = {}
     outer: list[Node] = []
-    taken = {m.name for m in members}
     for member in members:
         for i in member.inputs:
             if i not in inside and i not in body_of:
-                body_of[i] = body.input(_free_name(f"p{len(outer)}", taken), i.shape, i.dtype)
+                body_of[i] = body.input(body.unique_name(f"p{len(outer)}"), i.shape, i.dtype)
                 outer.append(mapped[i])
         body_of[member] = copy_node(body, member, [body_of[i] for i in member.inputs])
     tail = members[-1]
@@ -97,13 +97,3 @@ def _fused(out: Graph, members: Sequence[Node], mapped: dict[Node, Node]) -> Nod
     attrs = {"anchor": anchor.op, "pattern": int(anchor.pattern)}
     return out.add_node(Node(tail.name, FUSED, tuple(outer), attrs, tail.shape, tail.dtype,
                              body=body))
-
-
-def _free_name(base: str, taken: set[str]) -> str:
-    """`base`, or `base_<k>` where a member of the group already holds `base` (a model may name
-    its own values "p0"), since a fused body's inputs and members share one namespace."""
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    return name

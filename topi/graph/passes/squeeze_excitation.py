@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph, Node, NodeKind
-from .common import copy_node
+from .common import copy_node, successor
 from .dead_code import remove_dead_nodes
 
 _ACTIVATIONS = ("relu", "silu")
@@ -283,7 +283,7 @@ def fuse_squeeze_excitation(g: Graph) -> Graph:
     blocks = {n: b for n in g.ops if (b := matcher.match(n)) is not None}
     folds = {conv: b for b in blocks.values() if (conv := matcher.folding_conv(b)) is not None}
     folded = {b.scale for b in folds.values()}
-    out = Graph()
+    out = successor(g)
     mapped: dict[Node, Node] = {}
 
     def params(block: _Block) -> list[Node]:

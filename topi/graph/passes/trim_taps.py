@@ -24,7 +24,7 @@ more than the taps saved).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ...nn.conv2d import WindowGeometry, window_geometry
 from ..graph import Graph, Node, NodeKind
@@ -95,11 +95,12 @@ def _band_slice(band: tuple[int, int, int, int], dilation: int, before: int) -> 
     return y0 + t0 * dilation - before, y1 + (t1 - 1) * dilation - before
 
 
-def _split_regions(out: Graph, node: Node, data: Node, weight: Node,
-                   fresh: Callable[[str], str]) -> Node | None:
+def _split_regions(out: Graph, node: Node, data: Node, weight: Node) -> Node | None:
     """`node` as the concatenation of the regions of its output with one set of live taps each
-    (see the module docstring), or None where it has one region or the split would not pay;
-    `fresh` names the new nodes."""
+    (see the module docstring), or None where it has one region or the split would not pay.
+    `out` reserves the names of the graph it rebuilds, so the names it makes up for the new
+    nodes never take one of a node still to copy."""
+    fresh = out.unique_name
     geo = _geometry(node, data, weight)
     (_, _, h, w), (r, s) = data.shape, weight.shape[2:]
     if geo.stride != (1, 1) or geo.dilation == (1, 1):
@@ -150,16 +151,8 @@ def split_border_taps(g: Graph) -> Graph:
     """`g` with each stride-1 convolution whose live taps differ across its output cut into
     regions of one set of live taps each (see the module docstring)."""
 
-    taken = {n.name for n in g.nodes}
-
     def visit(out: Graph, node: Node, inputs: Sequence[Node]) -> Node | None:
-        def fresh(base: str) -> str:  # free in the new graph and among the nodes still to copy
-            name = out.unique_name(base)
-            while name in taken:
-                name = out.unique_name(f"{name}_")
-            return name
-
-        return _split_regions(out, node, *inputs, fresh) if _static_conv(node, inputs) else None
+        return _split_regions(out, node, *inputs) if _static_conv(node, inputs) else None
 
     return rewrite(g, visit)
 
