@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import autotune
@@ -26,7 +26,7 @@ from autotune.space import ConfigEntity
 from autotune.task import Template, count_flop
 
 from .graph import FUSED, Node, op_label
-from .ops import call_compute, get_op
+from .ops import OpDef, call_compute, get_op
 
 #: The prefix of the workload names of graph nodes.
 PREFIX = "topi.graph/"
@@ -39,22 +39,25 @@ def _json_tuples(value: Any) -> Any:
     return value
 
 
-def node_workload(text: str) -> list[tl.Tensor]:
+def node_workload(text: str, carried: Mapping[str, OpDef] | None = None) -> list[tl.Tensor]:
     """The workload function of every graph node: its input placeholders ("in0", "in1", ...)
-    and its computes rebuilt from the JSON of `describe_node`, inputs first, output last."""
+    and its computes rebuilt from the JSON of `describe_node`, inputs first, output last.
+    `carried`: the ops that a measurement worker cannot look up by name (`OpDef.portable`)."""
     spec = json.loads(text)
     inputs = [tl.placeholder(tuple(shape), dtype, name=f"in{k}")
               for k, (shape, dtype) in enumerate(spec["inputs"])]
     values: list[tl.Tensor] = list(inputs)
     for op, attrs, operands in spec["ops"]:
-        values.append(call_compute(get_op(op), [values[k] for k in operands],
+        op_def = (carried or {}).get(op) or get_op(op)
+        values.append(call_compute(op_def, [values[k] for k in operands],
                                    {k: _json_tuples(v) for k, v in attrs.items()}))
     return [*inputs, values[spec["output"]]]
 
 
 def describe_node(node: Node) -> str | None:
     """The JSON of `node`'s computation that `node_workload` rebuilds, or None when the node
-    cannot be a workload (symbolic dims, attrs that are not plain JSON values)."""
+    cannot be a workload (symbolic dims, attrs that are not plain JSON values, an op whose
+    author wrote its schedule: `OpDef.auto_schedule`)."""
     if node.symbolic or any(i.symbolic for i in node.inputs):
         return None
     if node.op == FUSED:
@@ -64,6 +67,8 @@ def describe_node(node: Node) -> str | None:
         output = node.body.outputs[0]
     else:
         sources, body, output = list(node.inputs), [node], node
+    if not all(get_op(n.op).auto_schedule for n in body):
+        return None
     slot = {n: k for k, n in enumerate(sources)}
     ops = []
     for n in body:
@@ -81,7 +86,16 @@ def workload_name(node: Node) -> str:
     """The workload name of `node` ("topi.graph/<its ops>"), registered on first use."""
     name = PREFIX + op_label(node)
     if not autotune.auto_schedule.is_workload(name):
-        autotune.workload(name)(node_workload)
+        ops = node.body.ops if node.op == FUSED and node.body is not None else [node]
+        carried = {n.op: get_op(n.op) for n in ops if not get_op(n.op).portable}
+        if not carried:
+            autotune.workload(name)(node_workload)
+        else:  # the ops travel to the workers with the workload, by value
+
+            def carried_workload(text: str) -> list[tl.Tensor]:
+                return node_workload(text, carried)
+
+            autotune.workload(name)(carried_workload)
     return name
 
 

@@ -12,13 +12,15 @@ from .graph import Graph
 
 
 def from_onnx(model: str | os.PathLike | Any,
-              shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """An ONNX model (a path or an `onnx.ModelProto`, opset 13 to 21) as a Graph; see
+              shapes: Mapping[str, Sequence[int]] | None = None,
+              custom_ops: Mapping[tuple[str, str], Any] | None = None) -> Graph:
+    """An ONNX model (a path or an `onnx.ModelProto`, opset 13 to 21) as a Graph, its custom
+    ops' nodes computed by the kernels `custom_ops` maps them to; see
     `topi.graph.onnx.from_onnx`."""
     from . import onnx_qnn  # noqa: F401  (the converters of quantized models)
     from .onnx import from_onnx as convert
 
-    return convert(model, shapes)
+    return convert(model, shapes, custom_ops)
 
 
 def from_torch(module: Any, example_inputs: Sequence[Any], dynamic_shapes: Any = None) -> Graph:

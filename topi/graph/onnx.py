@@ -64,12 +64,16 @@ _DTYPES = {
 }
 
 def from_onnx(model: str | os.PathLike | Any,
-              shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+              shapes: Mapping[str, Sequence[int]] | None = None,
+              custom_ops: Mapping[tuple[str, str], Any] | None = None) -> Graph:
     """Import an ONNX model.
 
     Args:
         model: a path to an .onnx file or an `onnx.ModelProto`.
         shapes: input name -> shape, for inputs whose shape the model leaves symbolic.
+        custom_ops: (domain, op_type) -> a `topi.graph.custom_op` or a plain function of
+            placeholders: the kernels of the model's custom ops (`topi.graph.custom`); a node's
+            attributes are the function's keyword arguments.
 
     Returns:
         The Graph, with one input per non-initializer graph input (same names) and the model's
@@ -88,7 +92,12 @@ def from_onnx(model: str | os.PathLike | Any,
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"from_onnx: expected a path or an onnx.ModelProto, got "
                         f"{type(model).__name__}")
-    return _Importer(model, dict(shapes or {})).run()
+    extra = {}
+    if custom_ops:
+        from .custom.onnx_ops import converters
+
+        extra = converters(custom_ops)
+    return _Importer(model, dict(shapes or {}), extra).run()
 
 
 def _load(path: str) -> Any:
@@ -172,8 +181,10 @@ def _converter(*op_types: str) -> Callable[[Converter], Converter]:
 class _Importer(GraphWriter):
     """The state of one import: the graph, the values by ONNX name, the node being converted."""
 
-    def __init__(self, model: Any, shapes: dict[str, Sequence[int]]) -> None:
+    def __init__(self, model: Any, shapes: dict[str, Sequence[int]],
+                 custom: Mapping[str, Converter] | None = None) -> None:
         super().__init__()
+        self.converters = {**_CONVERTERS, **(custom or {})}
         self.model = model
         self.shapes = shapes
         self.values: dict[str, Value] = {}
@@ -225,14 +236,17 @@ class _Importer(GraphWriter):
         missing: dict[str, list] = {}
         for k, node in enumerate(graph.node):
             op = _op_key(node)
-            if op not in _CONVERTERS:
+            if op not in self.converters:
                 entry = missing.setdefault(op, [0, node.name or f"#{k}"])
                 entry[0] += 1
         if missing:
             listed = "; ".join(f"{op} ({count} node{'s' if count > 1 else ''}, first {first!r})"
                                for op, (count, first) in missing.items())
+            hint = "" if not any(":" in op for op in missing) else (
+                " (ops of other domains run kernels given as from_onnx(..., custom_ops="
+                "{(domain, op_type): fn}), see topi.graph.custom)")
             raise UnsupportedError(f"from_onnx: the following operators are not implemented: "
-                                   f"{listed}")
+                                   f"{listed}{hint}")
 
     def _add_input(self, inp: Any) -> None:
         self.where = f"input {inp.name!r}"
@@ -260,7 +274,7 @@ class _Importer(GraphWriter):
         return self.values[name]
 
     def _convert(self, node: Any) -> None:
-        converter = _CONVERTERS[_op_key(node)]  # _check_ops has vouched for every op
+        converter = self.converters[_op_key(node)]  # _check_ops has vouched for every op
         inputs = [self._value(name) if name else None for name in node.input]
         attrs = _Attrs(node)
         outputs = converter(self, inputs, attrs)

@@ -79,6 +79,10 @@ class OpDef:
         variadic: takes any number (at least one) of inputs, e.g. concatenate.
         reference: the numpy reference with the compute's signature (arrays for tensors), used
             by `topi.graph.reference` to check whole graphs; None when there is none.
+        auto_schedule: whether the auto-scheduler may tune its kernels (False for an op whose
+            schedule its author wrote).
+        portable: whether a fresh process has the op once it imports topi (False for ops that
+            user code registers at run time: their tuning workloads carry them by value).
     """
 
     name: str
@@ -88,6 +92,8 @@ class OpDef:
     tasks: Mapping[str, str] = field(default_factory=dict)
     variadic: bool = False
     reference: Callable[..., np.ndarray] | None = None
+    auto_schedule: bool = True
+    portable: bool = True
 
     @property
     def tunable(self) -> bool:
@@ -105,6 +111,8 @@ def register_op(
     tasks: Mapping[str, str] | None = None,
     variadic: bool = False,
     reference: Callable[..., np.ndarray] | None = None,
+    auto_schedule: bool = True,
+    portable: bool = True,
 ) -> OpDef:
     """Register the graph op `name` (see the module docstring).
 
@@ -120,7 +128,8 @@ def register_op(
         raise TypeError(f"register_op {name!r}: compute and schedule must be callable")
     if not isinstance(pattern, OpPattern):
         raise TypeError(f"register_op {name!r}: pattern must be an OpPattern, got {pattern!r}")
-    op = OpDef(name, compute, schedule, pattern, dict(tasks or {}), variadic, reference)
+    op = OpDef(name, compute, schedule, pattern, dict(tasks or {}), variadic, reference,
+               auto_schedule, portable)
     _REGISTRY[name] = op
     return op
 

@@ -200,6 +200,13 @@ def _converter(*names: str) -> Callable[[Converter], Converter]:
     return register
 
 
+def register_converter(name: str, converter: Converter) -> None:
+    """Translate the op `name` (a packet name, "namespace.op") with `converter(importer, *args,
+    **kwargs)`: the hook through which ops registered outside the frontend (`custom_op`) join
+    the table."""
+    _CONVERTERS[name] = converter
+
+
 def _lookup(name: str) -> Converter | None:
     """The converter of an ATen overload ("aten.add.Tensor"), or of its packet ("aten.add")."""
     return _CONVERTERS.get(name) or _CONVERTERS.get(name.rsplit(".", 1)[0])

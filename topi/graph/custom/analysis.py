@@ -1,0 +1,98 @@
+"""What a custom op's compute is: its stages, its fusion pattern, the reads its shapes must
+allow, and a fingerprint of the kernel it lowers to.
+
+The pattern decides how the graph fuses the op (`OpPattern`): a compute with a reduction is
+REDUCTION (scheduled like softmax or layer_norm); a single stage reading every input at the
+output's own indices (the trailing ones, for broadcast inputs) is ELEMWISE or BROADCAST, so it
+may join a convolution's or a GEMM's output stage; anything else is INJECTIVE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import tensorlang as tl
+from tensorlang.arith import const_bounds, const_value
+from tensorlang.expr import Select, TensorRead, Var
+from tensorlang.visitor import Visitor
+
+from ...x86.common import compute_ops
+from ..ops import OpPattern
+
+
+def _reads(op: tl.ComputeOp, guarded: bool = True) -> list[TensorRead]:
+    """The tensor reads of `op`; without `guarded`, only those under no Select (a read that a
+    condition guards, as padding's, may lie outside its tensor)."""
+    found: list[TensorRead] = []
+
+    class Collect(Visitor):
+        def visit_Select(self, node: Select) -> None:
+            if guarded:
+                self.generic_visit(node)
+            else:
+                self.visit(node.cond)
+
+        def visit_TensorRead(self, node: TensorRead) -> None:
+            found.append(node)
+            self.generic_visit(node)
+
+    for body in op.body:
+        Collect().visit(body)
+    return found
+
+
+def infer_pattern(outs: Sequence[tl.Tensor]) -> OpPattern:
+    """The fusion pattern of the compute that produces `outs` (see the module docstring)."""
+    ops = compute_ops(outs)
+    if any(op.reduce_axis for op in ops):
+        return OpPattern.REDUCTION
+    if len(ops) != 1 or len(outs) != 1:
+        return OpPattern.INJECTIVE
+    (op,) = ops
+    axes = [iv.var for iv in op.axis]
+    broadcast = False
+    for read in _reads(op):
+        indices = list(read.indices)
+        if len(indices) > len(axes) or any(
+                not (isinstance(i, Var) and i is a) and const_value(i) != 0
+                for i, a in zip(indices, axes[len(axes) - len(indices):])):
+            return OpPattern.INJECTIVE
+        if any(not isinstance(i, Var) for i in indices) or len(indices) < len(axes):
+            broadcast = True
+    return OpPattern.BROADCAST if broadcast else OpPattern.ELEMWISE
+
+
+def check_reads(outs: Sequence[tl.Tensor], what: str) -> None:
+    """Raise ValueError where a stage reads a tensor outside its shape (inputs whose dims
+    disagree: a weight shorter than the row it scales); reads under a condition (padding) and
+    symbolic sizes are not checked."""
+    for op in compute_ops(outs):
+        ranges = {iv.var: (0.0, float(const_value(iv.dom.extent) or 0) - 1)
+                  for iv in op.axis if const_value(iv.dom.extent) is not None}
+        for iv in op.reduce_axis:
+            low, extent = const_value(iv.dom.min), const_value(iv.dom.extent)
+            if low is not None and extent is not None:
+                ranges[iv.var] = (float(low), float(low + extent - 1))
+        for read in _reads(op, guarded=False):
+            for axis, (index, size) in enumerate(zip(read.indices, read.tensor.shape)):
+                size = const_value(size)
+                low, high = const_bounds(index, ranges)
+                if size is not None and (high >= size or low < 0):
+                    raise ValueError(
+                        f"{what}: stage {op.name!r} reads {read.tensor.name!r} (shape "
+                        f"{dims(read.tensor)}) at indices {low:g}..{high:g} along axis {axis}: "
+                        f"the inputs' sizes disagree with what the compute needs")
+
+
+def dims(t: tl.Tensor) -> tuple:
+    """`t`'s shape for messages: ints, and symbolic dims as text."""
+    return tuple(const_value(d) if const_value(d) is not None else str(d) for d in t.shape)
+
+
+def kernel_fingerprint(schedule: tl.Schedule, params: Sequence[tl.Tensor]) -> str:
+    """A short hash of the loop IR that `schedule` lowers `params` to: it changes whenever the
+    compute or the schedule a user wrote does, so kernels cached on disk and tuning records
+    never outlive the code that made them."""
+    text = str(tl.lower(schedule, list(params), name="custom"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
