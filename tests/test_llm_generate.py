@@ -111,3 +111,14 @@ def test_bad_arguments(lm, kwargs, error, match):
 def test_generate_needs_a_causal_lm():
     with pytest.raises(TypeError, match="CausalLM"):
         tg.generate(object(), PROMPT, 5)
+
+
+def test_quantized_build_stays_close(hf_model, lm):
+    """CausalLM.build(bits=8) quantizes the projections (the logits differ from float32's) and
+    stays close to them (cosine >= 0.999)."""
+    _, config, weights = hf_model
+    lm8 = CausalLM.build(config, weights, max_length=16, bits=8)
+    lm.reset()
+    reference, got = lm(PROMPT), lm8(PROMPT)
+    cosine = got @ reference / np.linalg.norm(got) / np.linalg.norm(reference)
+    assert 0.999 <= cosine < 1 - 1e-7

@@ -6,6 +6,8 @@ greedy generation from the file matches transformers' token for token."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from wild_models import torchvision
@@ -186,3 +188,40 @@ def test_command_line_errors(tmp_path, capsys):
     assert "junk.gguf" in capsys.readouterr().err
     assert main(["model", "generate", str(tmp_path / "junk.gguf"), "--prompt-ids", "1,x"]) != 0
     assert "--prompt-ids" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_0"])
+def test_write_gguf_round_trip(qtype, tmp_path):
+    """write_gguf (what the benchmark gives llama.cpp) and load_gguf invert each other: F32
+    exactly, F16 to half precision, Q8_0 / Q4_0 to the gguf package's own dequantization."""
+    from topi.graph.llm.gguf_export import write_gguf
+    from topi.graph.llm.llama import LlamaConfig
+
+    config = LlamaConfig(**SHAPE)
+    rng = np.random.default_rng(0)
+    weights = {"token_embd": rng.standard_normal((97, 64)), "output_norm": rng.random(64),
+               "output": rng.standard_normal((97, 64))}
+    for i in range(2):
+        weights |= {f"blk.{i}.attn_q": rng.standard_normal((64, 64)),
+                    f"blk.{i}.attn_k": rng.standard_normal((32, 64)),
+                    f"blk.{i}.attn_v": rng.standard_normal((32, 64)),
+                    f"blk.{i}.attn_output": rng.standard_normal((64, 64)),
+                    f"blk.{i}.ffn_gate": rng.standard_normal((96, 64)),
+                    f"blk.{i}.ffn_up": rng.standard_normal((96, 64)),
+                    f"blk.{i}.ffn_down": rng.standard_normal((64, 96)),
+                    f"blk.{i}.attn_norm": rng.random(64), f"blk.{i}.ffn_norm": rng.random(64)}
+    weights = {k: v.astype(np.float32) for k, v in weights.items()}
+    write_gguf(tmp_path / "m.gguf", config, weights, qtype)
+    loaded = load_gguf(tmp_path / "m.gguf")
+    assert loaded.config.rms_norm_eps == pytest.approx(1e-6)  # stored as float32
+    assert replace(loaded.config, rms_norm_eps=1e-6) == config
+    kind = getattr(gguf.GGMLQuantizationType, qtype)
+    for name, value in weights.items():
+        got = loaded.weights[name]
+        if value.ndim == 1 or qtype == "F32" or (name == "token_embd" and qtype != "F16"):
+            np.testing.assert_array_equal(got, value)
+        elif qtype == "F16":
+            np.testing.assert_array_equal(got, value.astype(np.float16).astype(np.float32))
+        else:
+            expected = gguf.quants.dequantize(gguf.quants.quantize(value, kind), kind)
+            np.testing.assert_allclose(got.dequantize(), expected, rtol=1e-6, atol=1e-6)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..build import build
 from .llama import LlamaConfig, Weight, build_llama_graph
+from .quantize_weights import quantize_weights
 
 #: The position of the dummy cached row that a prompt attends to (masked for every token).
 _NEVER = np.iinfo(np.int64).max // 2
@@ -68,14 +69,18 @@ class CausalLM:
 
     @classmethod
     def build(cls, config: LlamaConfig, weights: Mapping[str, Weight],
-              max_length: int | None = None, target: str = "llvm") -> CausalLM:
+              max_length: int | None = None, target: str = "llvm", bits: int | None = None,
+              group_size: int | None = None) -> CausalLM:
         """Build the decoder for sequences of up to `max_length` positions (default: the
-        model's context length)."""
+        model's context length); with `bits`, its float projections quantized first
+        (`quantize_weights(graph, bits, group_size)`)."""
         max_length = max_length or config.max_position_embeddings
         if not 2 <= max_length <= config.max_position_embeddings:
             raise ValueError(f"CausalLM: max_length must be in 2..{config.max_position_embeddings}"
                              f", got {max_length}")
         graph = build_llama_graph(config, weights)
+        if bits is not None:
+            graph = quantize_weights(graph, bits, group_size)
         module = build(graph, target=target,
                        bounds={"seq": (1, max_length), "past": (1, max_length)})
         return cls(config, module, max_length)

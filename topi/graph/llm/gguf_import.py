@@ -39,7 +39,8 @@ class GGUFModel:
     weights: dict[str, Weight]
 
 
-def _gguf() -> Any:
+def require_gguf() -> Any:
+    """The gguf package, or an ImportError saying how to install it."""
     try:
         import gguf
     except ImportError as err:
@@ -93,7 +94,7 @@ def load_gguf(path: str | Path) -> GGUFModel:
         ImportError: the gguf package is missing.
         ValueError: another architecture, or metadata or tensors the graph needs are missing.
     """
-    gguf = _gguf()
+    gguf = require_gguf()
     reader = gguf.GGUFReader(str(path))
     arch = str(_field(reader, "general.architecture"))
     if arch not in ARCHITECTURES:
