@@ -13,8 +13,9 @@ byte once, as the memory-bound batch-1 decode of a language model does):
   given (symmetric, Q4_0's convention).
 
 `scale` (and `zero`) are float32 (N, K // group_size). The reduction runs over (group, position
-in the group), so that the group's scale is one value per run of the inner loop. The product
-stage is tagged `TAG`.
+in the group), so that the group's scale is one value per run of the inner loop; a single
+group (int8 per output channel) scales the sum instead, in an elementwise stage after it. The
+product stage is tagged `TAG`.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ def dense_quantized(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
                      group_size if group_size is not None else data.shape[1])
     group_size = group_size or k
     groups = k // group_size
+    if bits == 8 and groups == 1:
+        # One scale per output channel: it multiplies the sum, not each product.
+        k_axis = tl.reduce_axis((0, k), name="k")
+        sums = tl.compute((m, n), lambda i, j: tl.sum(
+            data[i, k_axis] * weight[j, k_axis].astype("float32"), axis=k_axis),
+            name="dense_quantized", tag=TAG)
+        return tl.compute((m, n), lambda i, j: sums[i, j] * scale[j, 0],
+                          name="dense_quantized_scaled", tag="elemwise")
     g = tl.reduce_axis((0, groups), name="g")
     if bits == 8:
         t = tl.reduce_axis((0, group_size), name="t")
