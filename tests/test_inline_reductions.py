@@ -503,6 +503,45 @@ def test_the_sketch_computes_the_layer_norm_sums_per_row_of_the_output():
             "var.red0.compute_at(Y, i.inner)"} <= set(trace)
 
 
+def row_mean(n, d):
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, d), name="k")
+    return [X, tl.compute((n,), lambda i: tl.sum(X[i, k], axis=k) / d, name="C")]
+
+
+def column_mean(n, d):
+    X = tl.placeholder((n, d), name="X")
+    k = tl.reduce_axis((0, n), name="k")
+    return [X, tl.compute((d,), lambda j: tl.sum(X[k, j], axis=k) / n, name="C")]
+
+
+def scaled_window_max(b, n, d):
+    X = tl.placeholder((b, n, d), name="X")
+    k = tl.reduce_axis((0, 3), name="k")
+    return [X, tl.compute((b, n), lambda a, j: tl.max(X[a, j, k], axis=k) * 2.0, name="C")]
+
+
+@pytest.mark.parametrize("func,args,reference", [
+    (row_mean, (101, 37), lambda x: x.mean(1)),
+    (column_mean, (13, 37), lambda x: x.mean(0)),
+    (scaled_window_max, (3, 50, 5), lambda x: x[:, :, :3].max(2) * 2),
+])
+def test_the_reduction_computed_per_vector_block_of_its_expression(func, args, reference):
+    """The knob that computes the reduction inside the loop over vector blocks of the
+    expression reading it at its own point: every such config matches numpy."""
+    task = autotune.create_task(func, args, target=AVX2)
+    fused = [c for c in task.config_space if c["C.red0.at_consumer"].val]
+    rng = np.random.default_rng(17)
+    checked = 0
+    for cfg in fused[:: max(1, len(fused) // 6)]:
+        s, tensors = task.instantiate(cfg)
+        x = random_array(tl.get_const_tuple(tensors[0].shape), "float32", rng)
+        np.testing.assert_allclose(build_run(s, tensors, [x]), reference(x), rtol=1e-5,
+                                   atol=1e-6, err_msg=str(task.trace(cfg)))
+        checked += "C.red0.compute_at(C, " in str(task.trace(cfg))
+    assert checked >= 2
+
+
 def _measure_option():
     return autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
                                    runner=autotune.LocalRunner(number=2, repeat=1))

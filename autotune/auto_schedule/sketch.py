@@ -12,7 +12,8 @@ is rejected with `cfg.raise_error` before anything is built.
 The rules (Ansor's, for CPUs): inline elementwise stages; multi-level tiling in the SSRSRS
 shape for stages with data reuse, with the accumulator in a `cache_write` stage or the
 elementwise consumer fused around the tile; rfactor of reductions whose inner reduction is
-contiguous (vector lanes) or whose outer parallelism is too small (threads); parallel outer
+contiguous (vector lanes) or whose outer parallelism is too small (threads), computed per row
+of their reader or per vector block of the expression that reads them; parallel outer
 loops, vectorized innermost spatial loops, `auto_unroll_max_step` pragmas; padded inputs
 inlined, computed at the consumer's tile or in full. Append a `SketchRule` to `SKETCH_RULES`
 (before creating a task) to add one; rules earlier in the list take precedence.
@@ -27,7 +28,7 @@ from typing import Any
 
 import tensorlang as tl
 from tensorlang.expr import IterVar, Var
-from tensorlang.schedule import Schedule, Stage
+from tensorlang.schedule import LoopAnnotation, Schedule, Stage
 from tensorlang.tensor import ComputeOp, Tensor
 from tensorlang.visitor import free_vars
 
@@ -542,9 +543,15 @@ def _reduction(state: SketchState, stage: Stage) -> None:
         not spatial_contiguous
     # Every knob is defined whatever the others say: a config space is one fixed product.
     anchor = None
+    consumer = _fusable_consumer(state, stage)
     if _row_anchor(state, stage, strict=False) is not None and state.knob(
             f"{name}.at_reader", [True, False], fallback=True):
         anchor = _row_anchor(state, stage)
+    elif consumer is not None and state.knob(f"{name}.at_consumer", [False, True],
+                                             fallback=False):
+        # An expression of the reduction at its own point (a mean's division, a scaling):
+        # computed per vector block of it, the reduction needs no buffer of its own.
+        anchor = _vector_block_anchor(consumer)
     width = 0
     if reduce_contiguous and _extent(last_r) >= lanes:
         # Always in vector lanes (a scalar loop over contiguous memory never wins; offered,
@@ -574,8 +581,31 @@ def _reduction(state: SketchState, stage: Stage) -> None:
     if anchor is not None:
         tr.compute_at(stage, anchor.stage, anchor.loop)
         state.anchors[stage] = anchor
+        if spatial_contiguous and anchor.stage is consumer:
+            _lane_loop_inside(state, stage, lanes)
         return
     _spatial_vector_reduction(state, stage, lanes, spatial_contiguous)
+
+
+def _vector_block_anchor(consumer: Stage) -> Anchor | None:
+    """The loop of an elementwise `consumer` just outside its vector loop: one block of its
+    innermost axis, all outer axes fixed (None when the vector loop is outermost)."""
+    leaves = consumer.leaf_iter_vars
+    vector = [k for k, iv in enumerate(leaves)
+              if consumer.annotations.get(iv) is LoopAnnotation.VECTORIZE]
+    if not vector or vector[0] == 0:
+        return None
+    return Anchor(consumer, leaves[vector[0] - 1], len(consumer.op.axis) - 1)
+
+
+def _lane_loop_inside(state: SketchState, stage: Stage, lanes: int) -> None:
+    """A reduction computed per block of its consumer's vector axis: that axis inside the
+    reduction loops, in vector lanes (each lane accumulates its own output)."""
+    tr = state.tracer
+    axes = list(stage.op.axis)
+    outer, lane_loop = tr.split(stage, axes[-1], factor=lanes)
+    tr.reorder(stage, *axes[:-1], outer, *stage.op.reduce_axis, lane_loop)
+    tr.annotate(stage, lane_loop, "vectorize")
 
 
 def _spatial_vector_reduction(state: SketchState, stage: Stage, lanes: int,
