@@ -136,6 +136,41 @@ def test_user_schedule_is_used_and_opaque():
     np.testing.assert_allclose(out, torch.relu(x * 0.5).numpy(), rtol=1e-6)
 
 
+@tg.custom_op("tl_test::scale_rows_grad", outputs=2)
+def scale_rows_grad(x, w, g):
+    """The gradients of x * w (w broadcast over the rows): g * w, and g * x summed over rows."""
+    r = tl.reduce_axis((0, x.shape[0]), name="r")
+    return (tl.compute(x.shape, lambda i, j: g[i, j] * w[j], name="dx"),
+            tl.compute(w.shape, lambda j: tl.sum(g[r, j] * x[r, j], axis=r), name="dw"))
+
+
+@tg.custom_op("tl_test::scale_rows", grad=scale_rows_grad)
+def scale_rows(x, w):
+    """x * w, w broadcast over the rows."""
+    return tl.compute(x.shape, lambda i, j: x[i, j] * w[j], name="scaled_rows")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (3, 17)])
+def test_backward_runs_the_gradient_kernel(shape):
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(shape[1], dtype=torch.float64, requires_grad=True)
+    g = torch.randn(shape, dtype=torch.float64)
+    torch.ops.tl_test.scale_rows(x, w).backward(g)
+    expected = torch.autograd.grad((x * w), (x, w), g)
+    torch.testing.assert_close((x.grad, w.grad), expected)
+    assert torch.autograd.gradcheck(torch.ops.tl_test.scale_rows, (x.detach().requires_grad_(),
+                                                                   w.detach().requires_grad_()))
+
+
+def test_backward_without_a_gradient_raises_naming_the_op():
+    x = torch.randn(3, 4, requires_grad=True)
+    y = torch.ops.tl_test.rms_norm(x, torch.randn(4))
+    with pytest.raises(RuntimeError, match=r"tl_test::rms_norm has no gradient"):
+        y.sum().backward()
+    with pytest.raises(TypeError, match="grad must be a custom_op of 3 tensors"):
+        tg.custom_op("tl_test::bad_grad", grad=axpy)(lambda x, y: x)
+
+
 # -- bad inputs ------------------------------------------------------------------------------
 
 

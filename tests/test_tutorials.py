@@ -23,7 +23,8 @@ TUTORIALS = ROOT / "tutorials"
 
 
 # The tutorials that need an optional extra: tutorial -> (module, extra).
-NEEDS = {"06_tuning_farm": ("distributed", "distributed"), "07_models": ("onnx", "onnx")}
+NEEDS = {"06_tuning_farm": ("distributed", "distributed"), "07_models": ("onnx", "onnx"),
+         "09_custom_ops": ("torch", "torch")}
 
 
 @pytest.mark.parametrize("script", sorted(TUTORIALS.glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)

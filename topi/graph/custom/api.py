@@ -47,7 +47,8 @@ class RegisteredOp:
 
 
 def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int = 1,
-              pattern: OpPattern | None = None) -> Callable[[Callable[..., Any]], RegisteredOp]:
+              pattern: OpPattern | None = None, grad: RegisteredOp | None = None
+              ) -> Callable[[Callable[..., Any]], RegisteredOp]:
     """Decorate a function of placeholders as the op `qualname` ("namespace::name").
 
     The function takes one `tl.Tensor` per op input (the shapes and dtypes of a call; dims may
@@ -66,6 +67,9 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
             auto-scheduler when the model is tuned.
         outputs: how many tensors the function returns.
         pattern: how the op fuses (default: inferred from the compute).
+        grad: its gradient for PyTorch's autograd: a custom op of the inputs then the output
+            gradients, returning one gradient per input (registered with
+            `torch.library.register_autograd`).
 
     Raises:
         ValueError: a malformed or taken name.
@@ -76,10 +80,15 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
         op = make_op(qualname, fn, schedule, outputs, pattern)
         if qualname in _OPS:
             raise ValueError(f"custom_op: {qualname!r} is already registered")
+        if grad is not None and (not isinstance(grad, RegisteredOp) or len(grad.op.inputs) != (
+                len(op.inputs) + outputs) or grad.op.outputs != len(op.inputs)):
+            raise TypeError(f"custom_op {qualname!r}: grad must be a custom_op of "
+                            f"{len(op.inputs) + outputs} tensors (the inputs, then the output "
+                            f"gradients) returning {len(op.inputs)}, got {grad!r}")
         if importlib.util.find_spec("torch") is not None:  # else the op serves from_onnx
             from .torch_library import register_torch_op
 
-            register_torch_op(op)
+            register_torch_op(op, grad)
         _OPS[qualname] = registered = RegisteredOp(op)
         return registered
 

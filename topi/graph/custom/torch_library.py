@@ -34,8 +34,10 @@ _SIZE_OPS: dict[BinaryOp, Callable[[Any, Any], Any]] = {
 }
 
 
-def register_torch_op(op: CustomOp) -> None:
-    """Define `torch.ops.<ns>.<name>` with its eager and fake kernels and its converter."""
+def register_torch_op(op: CustomOp, grad: Callable[..., Any] | None = None) -> None:
+    """Define `torch.ops.<ns>.<name>` with its eager and fake kernels, its converter and its
+    gradient: `grad(*inputs, *output_grads)` returns one gradient per input (without it a
+    backward through the op raises naming it)."""
     lib = torch.library.Library(op.namespace, "FRAGMENT")
     returns = "Tensor" if op.outputs == 1 else "(" + ", ".join(["Tensor"] * op.outputs) + ")"
     lib.define(f"{op.name}({', '.join(f'Tensor {n}' for n in op.inputs)}) -> {returns}")
@@ -53,8 +55,19 @@ def register_torch_op(op: CustomOp) -> None:
         outs = apply(importer, op, inputs, {})
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        if grad is None:
+            raise RuntimeError(f"{op.qualname} has no gradient: give its decorator grad=, a "
+                               f"custom_op of ({', '.join(op.inputs)}, output gradients)")
+        found = grad(*ctx.saved_tensors, *grads)
+        return tuple(found) if isinstance(found, (tuple, list)) else (found,)
+
     lib.impl(op.name, eager, "CompositeExplicitAutograd")
     torch.library.register_fake(op.qualname, fake, lib=lib)
+    torch.library.register_autograd(op.qualname, backward, setup_context=setup_context, lib=lib)
     register_converter(f"{op.namespace}.{op.name}", convert)
     _LIBRARIES.append(lib)
 
