@@ -309,7 +309,8 @@ def fused_gelu(x, b, alpha=1.0):
     """alpha * gelu(x + b), with ONNX's attribute as a keyword argument."""
     def v(i, j):
         return x[i, j] + b[j]
-    return tl.compute(x.shape, lambda i, j: 0.5 * v(i, j) * (1.0 + tl.erf(v(i, j) * 0.7071067811865476))
+
+    return tl.compute(x.shape, lambda i, j: 0.5 * v(i, j) * (1.0 + tl.erf(v(i, j) * math.sqrt(0.5)))
                       * alpha, name="gelu")
 
 
