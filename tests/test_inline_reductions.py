@@ -528,7 +528,8 @@ def scaled_window_max(b, n, d):
 ])
 def test_the_reduction_computed_per_vector_block_of_its_expression(func, args, reference):
     """The knob that computes the reduction inside the loop over vector blocks of the
-    expression reading it at its own point: every such config matches numpy."""
+    expression reading it at its own point: configs spread over the knob's half of the space
+    match numpy."""
     task = autotune.create_task(func, args, target=AVX2)
     fused = [c for c in task.config_space if c["C.red0.at_consumer"].val]
     rng = np.random.default_rng(17)
