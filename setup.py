@@ -28,7 +28,10 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
                  "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0", "transformers>=5.0",
-                 "onnxscript>=0.5", "ml_dtypes>=0.3", "gguf>=0.10"],
+                 "onnxscript>=0.5", "ml_dtypes>=0.3", "gguf>=0.10",
+                 # timm's own dependencies: timm is installed with --no-deps, as torchvision
+                 # is (pip would otherwise pull a torchvision that replaces the pinned torch)
+                 "pyyaml>=5.1", "huggingface_hub>=0.23", "safetensors>=0.4"],
         "distributed": ["distributed>=2023.1"],
         "onnx": ["onnx>=1.15", "onnxruntime>=1.17"],
         "torch": ["torch==2.13.0"],
