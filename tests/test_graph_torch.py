@@ -290,6 +290,34 @@ def test_norms_flips_and_rolls(fn):
     check(module, (2, 6, 4, 5), rtol=1e-4, atol=1e-5)
 
 
+def _overlapping_chunks(x: torch.Tensor) -> torch.Tensor:
+    """Longformer's chunking: a head-major view of (sequence, heads, width) rows, which is not
+    row-major in memory, cut into chunks of 4 rows overlapping by 2 with as_strided."""
+    heads = x.transpose(0, 1)  # (2, 8, 3): strides (3, 6, 1)
+    chunks = heads.reshape(2, 2, 4, 3)
+    stride = list(chunks.stride())
+    stride[1] //= 2
+    return torch.as_strided(chunks, (2, 3, 4, 3), stride) * 2
+
+
+@pytest.mark.parametrize("fn", [
+    _overlapping_chunks,
+    lambda x: torch.as_strided(x.transpose(1, 2)[:, 1:], (4, 2, 2), (12, 3, 1)) + 1,
+    lambda x: torch.as_strided(x[1:, 1], (3, 2), (6, 2)) - 1,  # at the slice's own offset
+    lambda x: torch.as_strided(x.permute(1, 0, 2), (8, 2, 3), (3, 24, 1)) * 3,  # x's own order
+])
+def test_as_strided_reads_memory_as_pytorch_lays_it_out(fn):
+    """as_strided reads the memory the traced input views: its strides and storage offset."""
+    needs("take")
+    check(Lambda(fn), (8, 2, 3))
+
+
+def test_as_strided_outside_its_input_is_refused():
+    module = Lambda(lambda x: torch.as_strided(x[:, :1], (4, 3), (3, 1)) * 2)
+    with pytest.raises(UnsupportedError, match="reads memory outside its input"):
+        tg.from_torch(module, (torch.rand(4, 3),))
+
+
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
 def test_padding_modes(mode):
     check(Lambda(lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode=mode)), (1, 2, 4, 5))
@@ -358,6 +386,31 @@ def test_index_put_at_positions_computed_at_run_time_is_refused():
     module = Lambda(lambda x, i: x.index_put((i,), torch.ones(2, 5)))
     with pytest.raises(UnsupportedError, match="index_put with indices computed at run time"):
         tg.from_torch(module, (torch.rand(4, 5), torch.tensor([0, 2])))
+
+
+def _put_at_run_time_mask(x: torch.Tensor, y: torch.Tensor, accumulate: bool) -> torch.Tensor:
+    """x with x[:, mask] = 2.5 and (+)= a row of y, the masks computed from the inputs."""
+    x = x.clone()
+    x[:, y[:, 0] > 0] = 2.5
+    return torch.ops.aten.index_put(x, [None, x[0, :, 0] < 0.5], y[1], accumulate)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: x.masked_fill(x > 0.5, 1.0).index_put((x < -1,), torch.tensor(-7.0)),
+    lambda x, y: _put_at_run_time_mask(x, y, False),
+    lambda x, y: _put_at_run_time_mask(x, y, True),
+])
+def test_index_put_at_a_bool_mask_computed_at_run_time(fn):
+    """Longformer's `mask[attention_mask == 2] = max`: the same values at every position the
+    mask selects, a `where`."""
+    needs("where")
+    check(Lambda(fn), (3, 4, 5), (4, 5))
+
+
+def test_index_put_of_different_values_at_a_mask_computed_at_run_time_is_refused():
+    module = Lambda(lambda x: x.index_put((x[:, 0] > 0,), torch.ones(2, 5)))
+    with pytest.raises(UnsupportedError, match="at a bool index computed at run time"):
+        tg.from_torch(module, (torch.rand(4, 5),))
 
 
 def _window_labels(x: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::Deprecat
 #: Models also checked through the dynamo exporter, whose graphs differ from TorchScript's.
 ALSO_DYNAMO = ("swin", "llama", "bert", "efficientnet")
 #: Models checked through torch.compile.
-COMPILED = ("shufflenet", "bert", "llama", "swin")
+COMPILED = ("shufflenet", "bert", "llama", "swin", "longformer")
 
 
 def _leaves(value) -> list[np.ndarray]:

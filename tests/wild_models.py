@@ -141,6 +141,12 @@ def _text() -> dict[str, Any]:
         "falcon": (lambda: transformers.FalconModel(transformers.FalconConfig(
             vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             use_cache=False)), "ids"),
+        # Sliding-window attention: overlapping chunks cut by as_strided from a head-major
+        # view (not row-major in memory), 13 tokens padded to the window (a mask put in place).
+        "longformer": (lambda: transformers.LongformerModel(transformers.LongformerConfig(
+            vocab_size=97, attention_window=4, max_position_embeddings=40, pad_token_id=1,
+            type_vocab_size=1, output_attentions=True, **{**small, "num_hidden_layers": 1})),
+            "ids"),
         "hf_vit": (lambda: transformers.ViTModel(transformers.ViTConfig(
             image_size=32, patch_size=8, **small)), 32),
         "hf_swin": (lambda: transformers.SwinModel(transformers.SwinConfig(

@@ -957,22 +957,55 @@ def _copy(im: _Importer, x: Value, src: Value, non_blocking: bool = False) -> Va
     return im.op("broadcast_to", src, shape=shape_of(x))
 
 
+def _storage_positions(size: Sequence[int], stride: Sequence[int], offset: int) -> np.ndarray:
+    """Where in memory each element of a strided tensor lies (an array of `size`)."""
+    positions = np.full(tuple(size), offset, np.int64)
+    for axis, (d, s) in enumerate(zip(size, stride)):
+        positions += (np.arange(d, dtype=np.int64) * s).reshape(
+            (1,) * axis + (d,) + (1,) * (len(size) - axis - 1))
+    return positions
+
+
+def _traced_layout(im: _Importer, x: Value) -> tuple[tuple[int, ...], int]:
+    """The strides and storage offset of the node's first argument as PyTorch laid it out
+    (row-major from 0 for an argument with no traced tensor)."""
+    arg = im.fx.args[0]
+    traced = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(traced, torch.Tensor):
+        shape = shape_of(x)
+        return tuple(math.prod(shape[k + 1:]) for k in range(len(shape))), 0
+    try:
+        return tuple(int(s) for s in traced.stride()), int(traced.storage_offset())
+    except (TypeError, RuntimeError) as err:  # symbolic strides
+        raise UnsupportedError(f"as_strided of a tensor with symbolic strides: {err}") from None
+
+
 @_converter("aten.as_strided")
 def _as_strided(im: _Importer, x: Value, size: Sequence[int], stride: Sequence[int],
                 storage_offset: Any = None) -> Value:
-    """A strided view of `x`'s elements (read in row-major order): the identity when it keeps the
-    shape and the row-major strides of every axis longer than one (adaptive pooling's
-    channels-last view), otherwise a gather at the element offsets, which are known now."""
+    """A strided view of the memory that `x` views, laid out as PyTorch traced it: a transposed
+    or sliced `x` is not row-major (Longformer's overlapping chunks of a head-major view of its
+    queries and keys), and the offset defaults to `x`'s own. The positions are known now: the
+    identity (a reshape) where the view reads `x`'s elements in order, else a gather of the
+    element at each position. A view reaching memory outside `x` is refused."""
     size, stride = tuple(int(d) for d in size), tuple(int(d) for d in stride)
-    offset = int(storage_offset or 0)
-    contiguous = tuple(math.prod(size[k + 1:]) for k in range(len(size)))
-    if size == shape_of(x) and offset == 0 and all(
-            s == c for d, s, c in zip(size, stride, contiguous) if d != 1):
-        return x
-    index = np.full(size, offset, np.int64)
-    for axis, (d, s) in enumerate(zip(size, stride)):
-        index += (np.arange(d, dtype=np.int64) * s).reshape(
-            (1,) * axis + (d,) + (1,) * (len(size) - axis - 1))
+    x_stride, x_offset = _traced_layout(im, x)
+    offset = x_offset if storage_offset is None else int(storage_offset)
+    held = _storage_positions(shape_of(x), x_stride, x_offset)
+    wanted = _storage_positions(size, stride, offset)
+    if wanted.size == 0:
+        return np.zeros(size, dtype_of(x))
+    require(held.size > 0, "as_strided of an empty tensor")
+    low, high = int(held.min()), int(held.max())
+    element = np.full(high - low + 1, -1, np.int64)
+    element[held.ravel() - low] = np.arange(held.size)
+    inside = (wanted >= low) & (wanted <= high)
+    index = np.where(inside, element[np.clip(wanted - low, 0, high - low)], -1)
+    require(bool((index >= 0).all()),
+            f"as_strided {size} / {stride} + {offset} reads memory outside its input "
+            f"({shape_of(x)} / {x_stride} + {x_offset})")
+    if index.size == held.size and (index.ravel() == np.arange(index.size)).all():
+        return im.reshape(x, size)
     return im.op("take", im.reshape(x, (-1,)), index, axis=0)
 
 
@@ -1299,7 +1332,12 @@ def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values:
     """`x[indices] = values` (`+=` with `accumulate`) for index tensors known now, as a fold
     (`nn.Fold`, col2im), an unfold's inverse or a masked fill makes them: the destination of
     every value is worked out here (numpy's advanced indexing places the index dims as
-    PyTorch's does) and the values are scattered there (`scatter_at`)."""
+    PyTorch's does) and the values are scattered there (`scatter_at`). A bool mask computed at
+    run time selects with `where` instead (`_masked_put`)."""
+    masks = [k for k, i in enumerate(indices) if i is not None]
+    if len(masks) == 1 and isinstance(indices[masks[0]], Node) and \
+            dtype_of(indices[masks[0]]) == "bool":
+        return _masked_put(im, x, masks[0], indices[masks[0]], values, accumulate)
     expanded = _integer_indices(indices)
     require(all(i is None or isinstance(i, np.ndarray) for i in expanded),
             "index_put with indices computed at run time")
@@ -1314,6 +1352,30 @@ def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values:
         values = np.broadcast_to(values, dest.shape) if isinstance(values, np.ndarray) else \
             im.op("broadcast_to", values, shape=dest.shape)
     return im.scatter_at(x, dest, values, bool(accumulate))
+
+
+def _masked_put(im: _Importer, x: Value, axis: int, mask: Node, values: Value,
+                accumulate: Any) -> Value:
+    """`x[:, ..., mask] = values` (`+=` with `accumulate`) for a bool `mask` over the axes from
+    `axis` on that is computed at run time (Longformer's `mask[attention_mask == 2] = max`): a
+    `where`, for values that are the same at every selected position (their broadcast does not
+    span the count of selected positions, which only the run knows)."""
+    shape, span = shape_of(x), len(shape_of(mask))
+    require(tuple(shape_of(mask)) == tuple(shape[axis:axis + span]),
+            f"a bool index of shape {shape_of(mask)} at axis {axis} of a tensor of shape {shape}")
+    selected = (*shape[:axis], 1, *shape[axis + span:])  # the count of positions taken as 1
+    given = tuple(shape_of(values))
+    require(len(given) <= len(selected) and all(
+        g in (1, s) for g, s in zip(given[::-1], selected[::-1])) and (
+        len(given) < len(selected) - axis or given[axis - len(selected)] == 1),
+        f"index_put of values of shape {given} at a bool index computed at run time")
+    values = im.reshape(im.cast(values, dtype_of(x)), (1,) * (len(selected) - len(given)) + given)
+    values = im.reshape(values, (*shape_of(values)[:axis], *(1,) * span,
+                                 *shape_of(values)[axis + 1:]))
+    mask = im.reshape(mask, (1,) * axis + tuple(shape_of(mask)) + (1,) * (len(shape) - axis - span))
+    if accumulate:
+        return im.op("add", x, im.op("where", mask, values, np.array(0, dtype_of(x))))
+    return im.op("where", mask, values, x)
 
 
 @_converter("aten.slice_scatter")
