@@ -3,8 +3,8 @@
 LLaMA-shaped models with random weights (SmolLM2-135M, Qwen2-0.5B, TinyLlama-1.1B shapes), on
 `--threads` threads (2 by default), for each of
 
-- ours: `CausalLM` (one symbolic module, static KV cache) in float32, int8 (per output channel)
-  and int4 (groups of 32), the weights quantized by `quantize_weights`;
+- ours: `CausalLM` (a prefill and a decode module, static KV cache) in float32, int8 (per
+  output channel) and int4 (groups of 32), the weights quantized by `quantize_weights`;
 - eager PyTorch (transformers' LlamaForCausalLM / Qwen2ForCausalLM with its dynamic cache);
 - torch.compile (inductor) of the same model with a static cache (`cache_implementation=
   "static"`), unless --no-compile;
@@ -121,7 +121,7 @@ def _prompt(length: int, vocab: int) -> np.ndarray:
 def _bytes_per_token(lm: CausalLM, config: LlamaConfig, context: int) -> float:
     """Bytes a decode step reads: the module's constants (packed weights, scales, norms; the
     embedding only for its row) and the KV cache of `context` positions."""
-    graph = lm.module.graph
+    graph = lm.decode.graph
     weights = sum(n.nbytes for n in graph.constants if n.name != "token_embd")
     cache = 2 * config.num_hidden_layers * context * config.num_key_value_heads * \
         config.head_dim * 4

@@ -11,6 +11,7 @@ import pytest
 import topi.graph as tg
 from topi.graph.llm import quantize_weights
 from topi.graph.llm.packing import quantize_int4, quantize_int8
+from topi.graph.llm.quantize_weights import READ_ONCE_ROWS
 
 CASES = [  # (rows, K, N, bits, group_size, zero_points)
     (1, 37, 13, 8, None, False),
@@ -20,6 +21,9 @@ CASES = [  # (rows, K, N, bits, group_size, zero_points)
     (3, 256, 31, 4, 128, True),
     (7, 128, 2, 4, 32, True),
     (2, 384, 97, 4, 128, False),
+    (16, 96, 17, 8, None, False),  # past READ_ONCE_ROWS: a GEMM dequantizing its panels
+    (23, 256, 31, 4, 128, True),
+    (9, 128, 5, 4, 32, False),
 ]
 
 
@@ -37,7 +41,8 @@ def test_dense_quantized_matches_dequantized_numpy(rows, k, n, bits, group_size,
                                                    rng):
     g, weight = _graph(rng, rows, k, n)
     q = quantize_weights(g, bits, group_size, zero_points)
-    assert [node.op for node in q.ops] == ["dense_quantized", "add", "relu"]
+    product = "dense_quantized" if rows <= READ_ONCE_ROWS else "dense_dequantized"
+    assert [node.op for node in q.ops] == [product, "add", "relu"]
     packed = quantize_int8(weight, group_size) if bits == 8 else quantize_int4(
         weight, group_size, zero_points)
     x = rng.standard_normal((rows, k)).astype(np.float32)
@@ -55,6 +60,23 @@ def test_quantization_error_within_half_a_step(bits, group_size, zero_points, rn
         weight, group_size, zero_points)
     step = np.repeat(packed.scale, packed.group_size, axis=1)
     assert np.all(np.abs(packed.dequantize() - weight) <= step / 2 + 1e-6)
+
+
+def test_symbolic_rows_take_the_gemm(rng):
+    """Rows of symbolic count (a prompt) run the GEMM that dequantizes its panels, at any count
+    within the bounds."""
+    g = tg.Graph()
+    x = g.input("x", ("seq", 64))
+    weight = rng.standard_normal((29, 64)).astype(np.float32)
+    g.output(g.dense(x, g.constant(weight, "w")))
+    q = quantize_weights(g, 4, 32, zero_points=True)
+    assert [node.op for node in q.ops] == ["dense_dequantized"]
+    module = tg.build(q, bounds={"seq": (1, 40)})
+    dequantized = quantize_int4(weight, 32, zero_points=True).dequantize()
+    for rows in (1, 13, 40):
+        data = rng.standard_normal((rows, 64)).astype(np.float32)
+        np.testing.assert_allclose(module(x=data)[0], data @ dequantized.T, rtol=1e-5,
+                                   atol=1e-4)
 
 
 def test_matmul_weight_with_leading_dims(rng):
@@ -105,20 +127,24 @@ def _tiny_llama(rng) -> tuple:
     return config, {k: v.astype(np.float32) for k, v in weights.items()}
 
 
+@pytest.mark.parametrize("tokens", ["seq", 1])
 @pytest.mark.parametrize("bits,group_size,least", [(8, None, 0.999), (4, 32, 0.99)])
-def test_transformer_logits_close_to_float(bits, group_size, least, rng):
-    """A two-layer llama graph, every projection quantized: the logits of all 9 tokens keep a
-    cosine similarity of at least 0.999 (int8) / 0.99 (int4, groups of 32) with float32's."""
+def test_transformer_logits_close_to_float(bits, group_size, least, tokens, rng):
+    """A two-layer llama graph, every projection quantized: a 9-token prompt (GEMMs on the
+    dequantized panels) or one token after 8 cached ones (the read-once kernels) keeps a logits
+    cosine of at least 0.999 (int8) / 0.99 (int4, groups of 32) with float32's."""
     from topi.graph.llm.llama import build_llama_graph
 
     config, weights = _tiny_llama(rng)
-    g = build_llama_graph(config, weights, all_logits=True)
+    g = build_llama_graph(config, weights, all_logits=True, tokens=tokens)
     q = quantize_weights(g, bits, group_size)
-    assert sum(n.op == "dense_quantized" for n in q.ops) == 15
-    feeds = {"input_ids": rng.integers(0, 101, 9), "positions": np.arange(9),
-             "key_positions": np.array([10**9]),
-             **{f"past_{kv}{i}": np.zeros((1, 2, 32), np.float32) for i in range(2)
-                for kv in "kv"}}
+    product = "dense_dequantized" if tokens == "seq" else "dense_quantized"
+    assert sum(n.op == product for n in q.ops) == 15
+    count, past = (9, 1) if tokens == "seq" else (1, 8)
+    feeds = {"input_ids": rng.integers(0, 101, count), "positions": np.arange(count) + past - 1,
+             "key_positions": np.array([10**9]) if tokens == "seq" else np.arange(past),
+             **{f"past_{kv}{i}": rng.standard_normal((past, 2, 32)).astype(np.float32)
+                for i in range(2) for kv in "kv"}}
     reference = tg.build(g)(**feeds)[0].ravel()
     got = tg.build(q)(**feeds)[0].ravel()
     cosine = got @ reference / np.linalg.norm(got) / np.linalg.norm(reference)

@@ -12,6 +12,9 @@ byte once, as the memory-bound batch-1 decode of a language model does):
   shifts. value = (nibble - zero[n, g]) * scale[n, g], with zero = 8 when no zero points are
   given (symmetric, Q4_0's convention).
 
+`dense_dequantized` is the same product for many rows of data (a prompt): a float GEMM whose
+weight panels are dequantized as they are packed, once per call instead of once per row.
+
 `scale` (and `zero`) are float32 (N, K // group_size). The reduction runs over (group, position
 in the group), so that the group's scale is one value per run of the inner loop; a single
 group (int8 per output channel) scales the sum instead, in an elementwise stage after it. The
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import tensorlang as tl
 
+from .dense import dense
 from .utils import check_tensor, static_dim
 
 TAG = "dense_quantized"
@@ -112,3 +116,32 @@ def dense_quantized(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
                           axis=[g, b, t])
 
     return tl.compute((m, n), product, name="dense_quantized", tag=TAG)
+
+
+def dequantize_weight(weight: tl.Tensor, scale: tl.Tensor, zero: tl.Tensor | None = None,
+                      bits: int = 8, group_size: int | None = None) -> tl.Tensor:
+    """The float32 (N, K) weight that packed `weight` stands for (tag "injective": a GEMM that
+    reads it computes it in its panel packing, never storing it whole)."""
+    k = static_dim(weight.shape[1]) * (1 if bits == 8 else INT4_BLOCK)
+    group_size = group_size or k
+
+    def value(j, kk):
+        g = kk // group_size
+        if bits == 8:
+            return weight[j, kk].astype("float32") * scale[j, g]
+        byte = weight[j, kk // INT4_BLOCK, kk % (INT4_BLOCK // 2)].astype("int32")
+        nibble = tl.if_then_else(kk % INT4_BLOCK < INT4_BLOCK // 2, byte & 15, byte // 16)
+        mid = zero[j, g] if zero is not None else tl.const(INT4_MIDPOINT, "float32")
+        return (nibble.astype("float32") - mid) * scale[j, g]
+
+    return tl.compute((weight.shape[0], k), value, name="dequantized_weight", tag="injective")
+
+
+def dense_dequantized(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
+                      zero: tl.Tensor | None = None, bits: int = 8,
+                      group_size: int | None = None) -> tl.Tensor:
+    """`dense_quantized`'s product as a float GEMM (`nn.dense`, tag "dense") whose weight panels
+    are dequantized as they are packed: for many rows of data (a prompt), where dequantizing
+    in the inner loop would repeat the work for every row."""
+    _check(data, weight, scale, zero, bits, group_size or data.shape[1])
+    return dense(data, dequantize_weight(weight, scale, zero, bits, group_size))

@@ -1,8 +1,9 @@
 """Text generation: `CausalLM` (a built decoder with its KV cache) and `generate`.
 
-`CausalLM` builds the decoder graph of `llama.py` once, with symbolic token and cache lengths
-(`tg.build(g, bounds=...)`): the prompt (prefill) and each new token (decode) run the same
-module, nothing compiled per length. The cache is static: keys and values of every layer
+`CausalLM` builds the decoder graph of `llama.py` twice, with symbolic cache lengths
+(`tg.build(g, bounds=...)`): for prompts (prefill) with a symbolic token count, whose
+products are GEMMs, and for one token (decode), whose products are matrix-vector products
+reading each weight once; nothing is compiled per length. The cache is static: keys and values of every layer
 preallocated to `max_length` positions; a call reads the filled part in place (a view) and the
 new tokens' keys and values are written after it.
 """
@@ -48,14 +49,16 @@ class CausalLM:
 
     Attributes:
         config: the model's shape.
-        module: the built decoder (symbolic "seq" and "past").
+        prefill: the built decoder for several tokens (symbolic "seq" and "past").
+        decode: the built decoder for one token (symbolic "past").
         max_length: positions the cache holds (prompt plus new tokens).
         length: positions filled so far.
         timing: the last `generate`'s figures.
     """
 
     config: LlamaConfig
-    module: object
+    prefill: object
+    decode: object
     max_length: int
     length: int = 0
     timing: Timing = field(default_factory=Timing)
@@ -78,12 +81,15 @@ class CausalLM:
         if not 2 <= max_length <= config.max_position_embeddings:
             raise ValueError(f"CausalLM: max_length must be in 2..{config.max_position_embeddings}"
                              f", got {max_length}")
-        graph = build_llama_graph(config, weights)
-        if bits is not None:
-            graph = quantize_weights(graph, bits, group_size)
-        module = build(graph, target=target,
-                       bounds={"seq": (1, max_length), "past": (1, max_length)})
-        return cls(config, module, max_length)
+        modules = []
+        for tokens in ("seq", 1):
+            graph = build_llama_graph(config, weights, tokens=tokens)
+            if bits is not None:
+                graph = quantize_weights(graph, bits, group_size)
+            bounds = {"past": (1, max_length)} | ({"seq": (1, max_length)} if tokens == "seq"
+                                                  else {})
+            modules.append(build(graph, target=target, bounds=bounds))
+        return cls(config, *modules, max_length)
 
     def reset(self) -> None:
         """Forget the cached positions (the next call starts a new sequence)."""
@@ -104,7 +110,7 @@ class CausalLM:
         for i in range(self.config.num_hidden_layers):
             feeds[f"past_k{i}"] = self.keys[i, :start] if start else self._dummy
             feeds[f"past_v{i}"] = self.values[i, :start] if start else self._dummy
-        logits, *kv = self.module(**feeds)
+        logits, *kv = (self.decode if count == 1 else self.prefill)(**feeds)
         for i in range(self.config.num_hidden_layers):
             self.keys[i, start:start + count] = kv[2 * i]
             self.values[i, start:start + count] = kv[2 * i + 1]

@@ -2,8 +2,9 @@
 a causal mask, SwiGLU (LLaMA, Mistral, Qwen2 with its q/k/v biases, SmolLM, TinyLlama).
 
 One sequence, no batch axis: activations are (tokens, hidden) rows, so every projection is a
-`dense` (or `dense_quantized`) on rows. One graph serves prefill and decode, its sizes symbolic:
-`input_ids` and `positions` ("seq" tokens) attend to the cached keys and values
+`dense` (or a quantized product) on rows. The graph serves prefill and decode, its sizes
+symbolic (or the token count fixed, 1 for decode): `input_ids` and `positions` ("seq" tokens)
+attend to the cached keys and values
 `past_k{i}` / `past_v{i}` ("past", kv heads, head dim) of positions `key_positions`, then to
 their own; a key whose position is after the query's is masked (so a prompt passes one dummy
 cached row with a position past every token's, the symbolic sizes being at least 1).
@@ -133,12 +134,13 @@ class _Builder:
 
 
 def build_llama_graph(config: LlamaConfig, weights: Mapping[str, Weight],
-                      all_logits: bool = False) -> Graph:
-    """The decoder graph of the module docstring."""
+                      all_logits: bool = False, tokens: int | str = "seq") -> Graph:
+    """The decoder graph of the module docstring, for `tokens` tokens a call (a count, or the
+    name of a symbolic one)."""
     b = _Builder(config, weights)
     g, c = b.g, config
-    ids = g.input("input_ids", ("seq",), "int64")
-    positions = g.input("positions", ("seq",), "int64")
+    ids = g.input("input_ids", (tokens,), "int64")
+    positions = g.input("positions", (tokens,), "int64")
     cached = g.input("key_positions", ("past",), "int64")
     kv_shape = ("past", c.num_key_value_heads, c.head_dim)
     caches = [(g.input(f"past_k{i}", kv_shape), g.input(f"past_v{i}", kv_shape))

@@ -1,4 +1,5 @@
-"""The graph ops of language models: `dense_quantized` (weight-only quantized products) and
+"""The graph ops of language models: `dense_quantized` and `dense_dequantized` (weight-only
+quantized products for few and for many rows) and
 `rms_norm` and `append_rows` (a cache followed by the new rows, both of symbolic length), each
 with its topi compute, x86 schedule and numpy reference (the pattern of
 `topi/graph/ops.py`)."""
@@ -10,7 +11,7 @@ import numpy as np
 import tensorlang as tl
 
 from ... import x86
-from ...nn.dense_quantized import dense_quantized
+from ...nn.dense_quantized import dense_dequantized, dense_quantized
 from ...nn.rms_norm import rms_norm
 from ...x86.dense_quantized import schedule_dense_quantized
 from ..ops import OpPattern, register_op
@@ -28,8 +29,15 @@ def _dense_quantized_reference(data: np.ndarray, weight: np.ndarray, scale: np.n
     return (data.astype(np.float64) @ packed.dequantize().T.astype(np.float64)).astype(np.float32)
 
 
-#: data (M, K) float32 x packed weight, scales[, zero points] -> (M, N) float32.
+def _dense_dequantized(data, weight, scale, zero=None, bits=8, group_size=None):
+    return dense_dequantized(data, weight, scale, zero, bits, group_size)
+
+
+#: data (M, K) float32 x packed weight, scales[, zero points] -> (M, N) float32: for a few rows
+#: (decode), the weight dequantized in the inner loop; for many, in a GEMM's panel packing.
 register_op("dense_quantized", _dense_quantized, schedule_dense_quantized, OpPattern.OUT_FUSABLE,
+            reference=_dense_quantized_reference)
+register_op("dense_dequantized", _dense_dequantized, x86.schedule_dense, OpPattern.OUT_FUSABLE,
             reference=_dense_quantized_reference)
 
 

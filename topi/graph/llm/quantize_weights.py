@@ -1,9 +1,10 @@
 """Weight-only quantization of a float graph: `quantize_weights(g, bits, group_size)`.
 
-Every `dense` and 2-D-weight `matmul` with a constant float32 weight becomes `dense_quantized`
-reading the weight packed (int8, or int4 two to a byte) with its group scales: the weight is
-dequantized inside the product's kernel, so a model's weights take a quarter (int8) or an
-eighth plus scales (int4) of the bytes to stream. Activations stay float32; data of more than
+Every `dense` and 2-D-weight `matmul` with a constant float32 weight reads the weight packed
+(int8, or int4 two to a byte) with its group scales, dequantized inside the product's kernel, so
+a model's weights take a quarter (int8) or an eighth plus scales (int4) of the bytes to stream:
+`dense_quantized` (dequantized in the inner loop) for a few rows of data, `dense_dequantized`
+(a GEMM dequantizing its weight panels) for many or a symbolic count. Activations stay float32; data of more than
 two dimensions is flattened to rows around the product.
 """
 
@@ -22,6 +23,11 @@ from .packing import PackedWeight, quantize_int4, quantize_int8
 
 #: The default group of int4 (int8 defaults to one scale per output channel).
 INT4_GROUP = 32
+#: Rows of data (static) up to which the weight is dequantized in the product's inner loop
+#: (`dense_quantized`, read once); more rows, or a symbolic count, take a GEMM whose panels are
+#: dequantized as they are packed (`dense_dequantized`), which a 64-row product of a 2048 x 2048
+#: int4 weight ran in half the time.
+READ_ONCE_ROWS = 8
 
 
 def _weight_nk(node: Node, inputs: Sequence[Node]) -> np.ndarray | None:
@@ -38,7 +44,8 @@ def _weight_nk(node: Node, inputs: Sequence[Node]) -> np.ndarray | None:
 
 
 def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
-    """`data` (..., K) times the packed weight, as `dense_quantized` on its rows."""
+    """`data` (..., K) times the packed weight, as `dense_quantized` or `dense_dequantized`
+    (module docstring) on its rows."""
     leading = data.shape[:-1]
     rows = data if len(data.shape) == 2 else out.reshape(
         data, (math.prod(leading), data.shape[-1]), name=f"{name}__rows")
@@ -46,7 +53,9 @@ def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
               out.constant(packed.scale, f"{name}__scale")]
     if packed.zero is not None:
         inputs.append(out.constant(packed.zero, f"{name}__zero"))
-    result = out.apply("dense_quantized", rows, *inputs, bits=packed.bits,
+    few = isinstance(rows.shape[0], int) and rows.shape[0] <= READ_ONCE_ROWS
+    op = "dense_quantized" if few else "dense_dequantized"
+    result = out.apply(op, rows, *inputs, bits=packed.bits,
                        group_size=packed.group_size, name=name if len(leading) == 1 else None)
     if len(leading) == 1:
         return result
