@@ -44,6 +44,13 @@ CACHE_DEFAULTS: dict[str, CacheSizes] = {
     "znver3": _kib(32, 512, 32768),
     "znver4": _kib(32, 1024, 32768),
     "znver5": _kib(48, 1024, 32768),
+    # aarch64: Graviton2 / Graviton3, a phone big core, Apple's performance cores (L2 shared by
+    # a cluster, no L3: the L2 stands in for it).
+    "neoverse-n1": _kib(64, 1024, 32768),
+    "neoverse-v1": _kib(64, 1024, 32768),
+    **dict.fromkeys(("neoverse-n2", "neoverse-v2"), _kib(64, 1024, 32768)),
+    **dict.fromkeys(("cortex-a76", "cortex-a77", "cortex-a78"), _kib(64, 512, 4096)),
+    **dict.fromkeys(("apple-m1", "apple-m2"), _kib(128, 12288, 12288)),
 }
 
 #: Any other CPU (x86-64, x86-64-v2, older or unknown names): a conservative Haswell-class guess.

@@ -99,8 +99,8 @@ def _vector_libm_call(cg: Emitter, func: MathFunc, args: list[Val]) -> Val | Non
     """`func` on whole vectors through libmvec, in register-wide chunks; None if unavailable."""
     ty = args[0].ty
     lanes, elem = lanes_of(ty), element_of(ty)
-    if lanes == 1 or elem not in ("float", "double"):
-        return None
+    if lanes == 1 or elem not in ("float", "double") or cg.target.arch != "x86_64":
+        return None  # the names follow the x86 vector function ABI; other targets call libm
     width = min(lanes, cg.target.vector_bits // (32 if elem == "float" else 64))
     count = lanes // width
     if lanes % width or count & (count - 1):

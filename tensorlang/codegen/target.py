@@ -5,6 +5,8 @@ the LLVM TargetMachine, and schedules read vector lanes, the vector register cou
 sizes of the *current* target (`with tl.Target(...):`, `Target.current()`; the host when no scope
 is entered) instead of holding constants. Without `-mcpu` the host CPU is detected, because
 LLVM's default (generic x86-64) emits SSE code at a quarter of the speed of AVX-512.
+`-mtriple=aarch64-linux-gnu` or `riscv64-linux-gnu` names another architecture (codegen/isa.py
+describes those): code for it is compiled here and runs on such a machine.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal, overload
 import llvmlite.binding as llvm
 
 from ..dtype import DType, as_dtype
+from . import isa
 from .cpuinfo import CacheSizes, caches_for_cpu, host_caches
 
 # CPUs that LLVM knows with AVX-512 / AVX2, for a `-mcpu` given without `-mattr`.
@@ -37,8 +40,9 @@ _scope: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar(
 
 
 class Target:
-    """A code generation target, e.g. `Target("llvm")` (this host) or
-    `Target("llvm -mcpu=skylake-avx512 -mattr=+avx512f")`.
+    """A code generation target, e.g. `Target("llvm")` (this host),
+    `Target("llvm -mcpu=skylake-avx512 -mattr=+avx512f")` or, for another architecture,
+    `Target("llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod")`.
 
     `with Target("llvm -mcpu=haswell"):` makes it the current target (`Target.current()`) for
     the block: topi schedules and templates size their vectors and register blocks from it, and
@@ -48,9 +52,11 @@ class Target:
         mcpu: the LLVM CPU name (the host's when not given).
         mattr: the feature flags given with `-mattr` (e.g. `("+avx2", "-avx512f")`).
         features: the LLVM feature string the machine code is generated for.
+        triple: the LLVM target triple (this process's unless `-mtriple` names one).
+        arch: the triple's architecture: "x86_64", "aarch64" or "riscv64".
     """
 
-    __slots__ = ("mcpu", "mattr", "features", "_explicit_cpu", "_text")
+    __slots__ = ("mcpu", "mattr", "features", "triple", "arch", "_explicit_cpu", "_text")
 
     def __init__(self, spec: str = "llvm") -> None:
         if isinstance(spec, Target):
@@ -62,10 +68,13 @@ class Target:
             raise ValueError(f"unknown target {spec!r}: targets start with 'llvm'")
         mcpu: str | None = None
         mattr: tuple[str, ...] = ()
+        triple: str | None = None
         for word in words[1:]:
             key, eq, value = word.partition("=")
             if key == "-mcpu" and eq and value:
                 mcpu = value
+            elif key == "-mtriple" and eq and value:
+                triple = value
             elif key == "-mattr" and eq and value:
                 mattr = tuple(a.strip() for a in value.split(",") if a.strip())
                 bad = [a for a in mattr if a[0] not in "+-" or len(a) < 2]
@@ -76,16 +85,30 @@ class Target:
             else:
                 raise ValueError(
                     f"unknown or malformed option {word!r} in target {spec!r}; "
-                    "supported: -mcpu=NAME, -mattr=+feat,-feat"
+                    "supported: -mtriple=TRIPLE, -mcpu=NAME, -mattr=+feat,-feat"
                 )
-        self._explicit_cpu = mcpu is not None and mcpu != "native"
+        self.triple = triple or _host_triple()
+        self.arch = isa.arch_of(self.triple)
+        if self.arch not in isa.ARCHES:
+            raise ValueError(f"unsupported architecture {self.arch!r} in target {spec!r}: "
+                             f"use one of {', '.join(isa.ARCHES)}")
+        foreign = self.arch != isa.arch_of(_host_triple())
+        if foreign and mcpu == "native":
+            raise ValueError(f"-mcpu=native names this machine's CPU, not a {self.arch} one: "
+                             f"{spec!r}")
+        self._explicit_cpu = foreign or (mcpu is not None and mcpu != "native")
         host_cpu, host_features = _host_cpu()
-        self.mcpu = mcpu if self._explicit_cpu else host_cpu
+        if foreign:
+            self.mcpu = mcpu or isa.default_cpu(self.arch)
+        else:
+            self.mcpu = mcpu if self._explicit_cpu else host_cpu
         self.mattr = mattr
         base = "" if self._explicit_cpu else host_features
         self.features = ",".join(x for x in (base, ",".join(mattr)) if x)
         parts = ["llvm"]
-        if self._explicit_cpu:
+        if triple is not None:
+            parts.append(f"-mtriple={triple}")
+        if self._explicit_cpu and mcpu is not None:
             parts.append(f"-mcpu={self.mcpu}")
         if mattr:
             parts.append("-mattr=" + ",".join(mattr))
@@ -136,15 +159,24 @@ class Target:
 
     def _has(self, feature: str) -> bool | None:
         """Whether `feature` is on in the effective feature string (None when it is not named)."""
-        state = None
-        for flag in self.features.split(","):
-            if flag[1:] == feature:
-                state = flag[0] == "+"
-        return state
+        return self._flags().get(feature)
+
+    def _flags(self) -> dict[str, bool]:
+        """Each feature named in the effective feature string: on or off (the last one wins)."""
+        return {flag[1:]: flag[0] == "+" for flag in self.features.split(",") if flag}
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether this machine's architecture runs the target's code (`tl.build` for another
+        gives a module to export and run there)."""
+        return self.arch == isa.arch_of(_host_triple())
 
     @property
     def vector_bits(self) -> int:
-        """The widest SIMD register in bits: 512 with AVX-512F, 256 with AVX2/AVX, else 128."""
+        """The widest SIMD register in bits: 512 with AVX-512F, 256 with AVX2/AVX, else 128 on
+        x86; NEON 128, SVE per CPU and RVV's fixed VLEN elsewhere (codegen/isa.py)."""
+        if self.arch != "x86_64":
+            return isa.vector_bits(self.arch, self.mcpu, self._flags())
         for feature, bits in (("avx512f", 512), ("avx2", 256), ("avx", 256)):
             state = self._has(feature)
             if state:
@@ -164,13 +196,18 @@ class Target:
     @property
     def vector_registers(self) -> int:
         """Architectural SIMD registers: 32 with AVX-512 (zmm0-31), 16 with AVX/AVX2 or SSE on
-        x86-64. A register block of accumulators must leave a few for operands."""
+        x86-64; 32 on aarch64 and RVV. A register block of accumulators must leave a few for
+        operands."""
+        if self.arch != "x86_64":
+            return isa.vector_registers(self.arch)
         return 32 if self.vector_bits == 512 else 16
 
     @property
     def has_fma(self) -> bool:
         """Whether fused multiply-add instructions exist (every AVX2 and AVX-512 CPU that LLVM
-        names; an explicit `-mattr=-fma` turns it off)."""
+        names; an explicit `-mattr=-fma` turns it off; every aarch64, riscv64 with V, F or D)."""
+        if self.arch != "x86_64":
+            return isa.has_fma(self.arch, self._flags())
         state = self._has("fma")
         if state is not None:
             return state
@@ -188,8 +225,11 @@ class Target:
     def cpu_signature(self) -> str:
         """What tuned configs depend on, as text: CPU name, vector width and FMA (e.g.
         "haswell avx2-256 fma"). Logs store it; a record applies where the signature matches."""
-        isa = {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")
-        return f"{self.mcpu} {isa}-{self.vector_bits}{' fma' if self.has_fma else ''}"
+        if self.arch != "x86_64":
+            name = isa.isa_name(self.arch, self.vector_bits, self._flags())
+        else:
+            name = {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")
+        return f"{self.mcpu} {name}-{self.vector_bits}{' fma' if self.has_fma else ''}"
 
     def function_attributes(self) -> str:
         """The LLVM function attributes that make the generated code use this CPU fully."""
@@ -197,6 +237,8 @@ class Target:
         if self.features:
             attrs.append(f'"target-features"="{self.features}"')
         width = self.vector_bits
+        if self.arch != "x86_64":
+            return " ".join([*attrs, *isa.function_attributes(self.arch, width)])
         # Without these LLVM prefers (and may split to) 256-bit vectors on AVX-512 CPUs.
         attrs.append(f'"prefer-vector-width"="{width}"')
         attrs.append(f'"min-legal-vector-width"="{width}"')
@@ -204,11 +246,11 @@ class Target:
 
     def target_machine(self, pic: bool = False) -> llvm.TargetMachine:
         """The cached LLVM TargetMachine (opt level 3); `pic` for code in a shared library."""
-        return _target_machine(self.mcpu, self.features, pic)
+        return _target_machine(self.mcpu, self.features, pic, self.triple)
 
     def module_header(self) -> tuple[str, str]:
         """The data layout and the triple that an LLVM module for this target declares."""
-        return _module_header(self.mcpu, self.features)
+        return _module_header(self.mcpu, self.features, self.triple)
 
 
 @functools.cache
@@ -221,16 +263,28 @@ def _host_cpu() -> tuple[str, str]:
 
 
 @functools.cache
-def _module_header(cpu: str, features: str) -> tuple[str, str]:
-    """See `Target.module_header` (cached for the reason `_host_cpu` gives)."""
-    return str(_target_machine(cpu, features, False).target_data), llvm.get_process_triple()
+def _host_triple() -> str:
+    """This process's LLVM triple (asked once, for the reason `_host_cpu` gives)."""
+    return llvm.get_process_triple()
 
 
 @functools.cache
-def _target_machine(cpu: str, features: str, pic: bool) -> llvm.TargetMachine:
+def _module_header(cpu: str, features: str, triple: str) -> tuple[str, str]:
+    """See `Target.module_header` (cached for the reason `_host_cpu` gives)."""
+    return str(_target_machine(cpu, features, False, triple).target_data), triple
+
+
+@functools.cache
+def _target_machine(cpu: str, features: str, pic: bool,
+                    triple: str | None = None) -> llvm.TargetMachine:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
+    if triple is None or triple == _host_triple():
+        target = llvm.Target.from_default_triple()
+    else:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        target = llvm.Target.from_triple(triple)
     return target.create_target_machine(
         cpu=cpu,
         features=features,

@@ -142,9 +142,18 @@ def schedule_conv2d_int8_with(cfg, s: tl.Schedule, conv: tl.Tensor, out: tl.Tens
             g.unroll(axis)
         return
     ico, ky, kx, icf, ics = g.op.reduce_axis
-    g.reorder(gb, gy, ico, ky, kx, icf, gx, goc, goci, ics)
+    if conv.dtype == "float32":
+        intrin = dot_bf16(lanes)
+    else:
+        intrin = dot_int8(lanes) if int8_dot_kind() != "none" else None
+    if intrin is None:  # plain vector code: LLVM picks the target's widening multiplies
+        g.reorder(gb, gy, ico, ky, kx, icf, ics, gx, goc, goci)
+        g.unroll(ics)
+    else:
+        g.reorder(gb, gy, ico, ky, kx, icf, gx, goc, goci, ics)
     g.vectorize(goci)  # the accumulators' zero fill (the update is the intrinsic)
-    g.tensorize(goci, dot_bf16(lanes) if conv.dtype == "float32" else dot_int8(lanes))
+    if intrin is not None:
+        g.tensorize(goci, intrin)
     g.unroll(goc)
     g.unroll(gx)
 

@@ -73,8 +73,10 @@ def schedule_dense_int8_with(cfg, s: tl.Schedule, gemm: tl.Tensor, out: tl.Tenso
     packed = next(t for t in gemm.op.input_tensors if getattr(t.op, "tag", "") == PACK_TAG)
     bf16 = gemm.op.tag == BF16_TAG
     group = BF16_GROUP if bf16 else GROUP
-    intrin = (dot_bf16() if has_bf16_dot() else None) if bf16 else dot_int8(
-        static_extent(packed.op.axis[2]))
+    if bf16:
+        intrin = dot_bf16() if has_bf16_dot() else None
+    else:
+        intrin = dot_int8(static_extent(packed.op.axis[2])) if int8_dot_kind() != "none" else None
     lanes = static_extent(packed.op.axis[2])
     m, n = (static_extent(a) for a in gemm.op.axis)
     _define_space(cfg, m, n // lanes)

@@ -45,8 +45,11 @@ _CPUS_WITH = {
 
 def int8_dot_kind(target: tl.Target | None = None) -> str:
     """How the current target computes the uint8 x int8 dot of 4: "avx512vnni", "avxvnni" or
-    "maddubs" (AVX2/AVX-512 without VNNI), or "none" without AVX2."""
+    "maddubs" (AVX2/AVX-512 without VNNI), or "none" without AVX2 and on other architectures
+    (schedules then leave the dot to LLVM as plain vector code)."""
     target = target or tl.Target.current()
+    if target.arch != "x86_64":
+        return "none"
     if target.vector_bits == 512 and _has(target, "avx512vnni"):
         return "avx512vnni"
     if target.vector_bits >= 256 and _has(target, "avxvnni"):
@@ -59,7 +62,7 @@ def int8_dot_kind(target: tl.Target | None = None) -> str:
 def has_bf16_dot(target: tl.Target | None = None) -> bool:
     """Whether the target has AVX512-BF16's `vdpbf16ps`."""
     target = target or tl.Target.current()
-    return target.vector_bits == 512 and _has(target, "avx512bf16")
+    return target.arch == "x86_64" and target.vector_bits == 512 and _has(target, "avx512bf16")
 
 
 def int8_lanes(target: tl.Target | None = None) -> int:
