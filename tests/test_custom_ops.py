@@ -171,6 +171,57 @@ def test_backward_without_a_gradient_raises_naming_the_op():
         tg.custom_op("tl_test::bad_grad", grad=axpy)(lambda x, y: x)
 
 
+def _template():
+    """A template defined in a function: it reaches the measurement workers by value (one at
+    module level would make them import this test module, torch and all, within the build
+    timeout)."""
+
+    def split_columns(cfg, outs):
+        (y,) = outs
+        s = tl.create_schedule(y.op)
+        _, j = y.op.axis
+        cfg.define_split("tile_j", j, num_outputs=2)
+        cfg.define_knob("vectorize", [0, 1])
+        _, inner = cfg["tile_j"].apply(s, y, j)
+        if cfg["vectorize"].val:
+            s[y].vectorize(inner)
+        return s
+
+    return split_columns
+
+
+_split_columns = _template()
+
+
+@tg.custom_op("tl_test::shifted", template=_split_columns)
+def shifted(x):
+    """x + 1 under a template of its author."""
+    return tl.compute(x.shape, lambda i, j: x[i, j] + 1.0, name="shifted")
+
+
+def test_template_op_is_tuned_as_its_template(tmp_path):
+    x = torch.randn(6, 37)
+    torch.testing.assert_close(shifted(x), x + 1.0)  # eager: the fallback config
+    g = tg.from_torch(_Lambda(lambda t: torch.relu(shifted(t))), (x,))
+    names = [t.name for t, _ in tg.extract_tasks(g)]
+    assert "custom/tl_test::shifted" in names, names
+    log = tmp_path / "template.jsonl"
+    tg.tune(g, trials=6, log_file=str(log), progress=False)
+    records = [r for r in log.read_text().splitlines() if "custom/tl_test::shifted" in r]
+    assert records and all('"error_no":0' in r for r in records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # tuned: no fallback warning
+        module = tg.build(g, log_file=str(log))
+    np.testing.assert_allclose(module(**{g.inputs[0].name: x.numpy()})[0],
+                               torch.relu(x + 1.0).numpy(), rtol=1e-6)
+
+
+def test_template_needs_one_output_and_no_schedule():
+    with pytest.raises(TypeError, match="template must be a function"):
+        tg.custom_op("tl_test::bad_template", template=_split_columns,
+                     schedule=_rows_split)(lambda x: x)
+
+
 # -- bad inputs ------------------------------------------------------------------------------
 
 

@@ -10,7 +10,8 @@ import tensorlang as tl
 
 from ..ops import OpPattern
 from .eager import run
-from .op import CustomOp, ScheduleFn, make_op
+from .op import CustomOp, ScheduleFn, TemplateFn, make_op
+from .template import register_template
 
 _OPS: dict[str, RegisteredOp] = {}
 
@@ -47,7 +48,8 @@ class RegisteredOp:
 
 
 def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int = 1,
-              pattern: OpPattern | None = None, grad: RegisteredOp | None = None
+              pattern: OpPattern | None = None, grad: RegisteredOp | None = None,
+              template: TemplateFn | None = None
               ) -> Callable[[Callable[..., Any]], RegisteredOp]:
     """Decorate a function of placeholders as the op `qualname` ("namespace::name").
 
@@ -67,6 +69,10 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
             auto-scheduler when the model is tuned.
         outputs: how many tensors the function returns.
         pattern: how the op fuses (default: inferred from the compute).
+        template: `template(cfg, outs) -> tl.Schedule`, a schedule whose choices are knobs of
+            `cfg` (`cfg.define_split`, `cfg.define_knob`, ...): the op is then the autotune
+            template "custom/<qualname>", tuned with the model and scheduled by the best
+            config of the log (OPAQUE, one output, no `schedule`).
         grad: its gradient for PyTorch's autograd: a custom op of the inputs then the output
             gradients, returning one gradient per input (registered with
             `torch.library.register_autograd`).
@@ -77,7 +83,7 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
     """
 
     def register(fn: Callable[..., Any]) -> RegisteredOp:
-        op = make_op(qualname, fn, schedule, outputs, pattern)
+        op = make_op(qualname, fn, schedule, outputs, pattern, template)
         if qualname in _OPS:
             raise ValueError(f"custom_op: {qualname!r} is already registered")
         if grad is not None and (not isinstance(grad, RegisteredOp) or len(grad.op.inputs) != (
@@ -85,6 +91,8 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
             raise TypeError(f"custom_op {qualname!r}: grad must be a custom_op of "
                             f"{len(op.inputs) + outputs} tensors (the inputs, then the output "
                             f"gradients) returning {len(op.inputs)}, got {grad!r}")
+        if template is not None:
+            register_template(op)
         if importlib.util.find_spec("torch") is not None:  # else the op serves from_onnx
             from .torch_library import register_torch_op
 

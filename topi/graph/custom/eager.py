@@ -2,7 +2,8 @@
 
 The kernel of a signature (the inputs' shapes and dtypes, the attrs, the current target) is
 the op's compute on placeholders of exactly those shapes, scheduled as the op says
-(`CustomOp.default_schedule`), built once and kept. A call hands the inputs to it without a
+(`CustomOp.default_schedule`; a template op with the config of the `apply_history_best` context
+active at the first call), built once and kept. A call hands the inputs to it without a
 copy (PyTorch tensors by DLPack) and the kernel writes its outputs, allocated here as tensors
 of the inputs' kind, in place.
 """
@@ -18,6 +19,7 @@ import tensorlang as tl
 
 from .analysis import check_reads
 from .op import CustomOp, Spec
+from .template import call_config
 
 #: The tensorlang dtypes a kernel argument may have.
 DTYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
@@ -35,7 +37,8 @@ def kernel(op: CustomOp, specs: Sequence[Spec], attrs: Mapping[str, Any]
     if found is None:
         placeholders, outs = op.trace(specs, attrs)
         check_reads(outs, op.qualname)
-        module = tl.build(op.default_schedule(outs), [*placeholders, *outs], target=target,
+        cfg = call_config(op, specs, attrs) if op.template is not None else None
+        module = tl.build(op.default_schedule(outs, cfg), [*placeholders, *outs], target=target,
                           name=op.name)
         found = _KERNELS[key] = module, [(tuple(int(d) for d in t.shape), t.dtype) for t in outs]
     return found

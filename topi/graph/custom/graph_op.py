@@ -11,7 +11,6 @@ follow edits of the op's code.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,9 +21,10 @@ import tensorlang as tl
 from ... import x86
 from ..importer import GraphWriter, Value, dtype_of, shape_of
 from ..ops import OpPattern, register_op, registered_ops
-from .analysis import check_reads, kernel_fingerprint
+from .analysis import check_reads
 from .eager import run
-from .op import CustomOp, Spec
+from .op import CustomOp, Spec, fingerprint_of
+from .template import TAG, tagged, template_config
 
 _GRAPH_OPS: dict[int, tuple[CustomOp, str]] = {}
 
@@ -43,9 +43,13 @@ def graph_op_name(op: CustomOp, specs: Sequence[Spec], attrs: Mapping[str, Any])
                 **node_attrs: Any) -> tl.Tensor:
         outs = op.apply(tensors, node_attrs)
         check_reads(outs, op.qualname)
-        return outs[output]
+        if op.template is None:
+            return outs[output]
+        return tagged(outs[0], [(t.shape, t.dtype) for t in tensors], node_attrs, fingerprint)
 
     def schedule(outs: Sequence[tl.Tensor]) -> tl.Schedule:
+        if op.template is not None:
+            return op.default_schedule(outs, template_config(op, outs[0].op))
         if op.schedule is not None:
             return op.default_schedule(outs)
         if pattern is OpPattern.REDUCTION:
@@ -58,7 +62,8 @@ def graph_op_name(op: CustomOp, specs: Sequence[Spec], attrs: Mapping[str, Any])
         return result[output] if isinstance(result, tuple) else result
 
     register_op(name, compute, schedule, pattern, reference=reference,
-                auto_schedule=op.schedule is None, portable=False)
+                tasks={TAG: op.template_name} if op.template is not None else None,
+                auto_schedule=op.schedule is None and op.template is None, portable=False)
     _GRAPH_OPS[id(op)] = (op, name)
     return name
 
@@ -73,12 +78,6 @@ def _free_name(base: str) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=1024)
-def _fingerprint(op: CustomOp, specs: tuple[Spec, ...], attrs: tuple) -> str:
-    placeholders, outs = op.trace(specs, dict(attrs))
-    return kernel_fingerprint(op.default_schedule(outs), [*placeholders, *outs])
-
-
 def apply(writer: GraphWriter, op: CustomOp, inputs: Sequence[Value],
           attrs: Mapping[str, Any]) -> list[Value]:
     """The graph values of `op`'s outputs on `inputs` (nodes or arrays) with `attrs`: one node
@@ -86,7 +85,8 @@ def apply(writer: GraphWriter, op: CustomOp, inputs: Sequence[Value],
     op.check_count(len(inputs))
     specs = tuple((shape_of(v), dtype_of(v)) for v in inputs)
     name = graph_op_name(op, specs, attrs)
-    node_attrs = {**attrs, "fingerprint": _fingerprint(op, specs, tuple(sorted(attrs.items())))}
+    key = fingerprint_of(op, specs, tuple(sorted(attrs.items())))
+    node_attrs = {**attrs, "fingerprint": key}
     if op.outputs == 1:
         return [writer.op(name, *inputs, **node_attrs)]
     return [writer.op(name, *inputs, output=k, **node_attrs) for k in range(op.outputs)]

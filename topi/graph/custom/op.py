@@ -2,13 +2,16 @@
 "namespace::name" (as PyTorch names its ops), and what every frontend asks of it.
 
 A `CustomOp` traces its function on placeholders of the shapes and dtypes of a call
-(`trace`), schedules the result with the schedule its author gave or, by default, the graph's
-schedule for the compute's pattern (`default_schedule`), and becomes one graph op the first time
-a graph uses it (`graph_op.graph_op_name`).
+(`trace`), schedules the result with the schedule its author gave, the template its author gave
+(a schedule with knobs, tuned as the autotune template "custom/<namespace>::<name>", see
+`template.py`) or, by default, the graph's schedule for the compute's pattern
+(`default_schedule`), and becomes one graph op the first time a graph uses it
+(`graph_op.graph_op_name`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -16,13 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import tensorlang as tl
+from autotune import FallbackConfig
 
 from ... import x86
 from ..ops import OpPattern
-from .analysis import dims, infer_pattern
+from .analysis import dims, infer_pattern, kernel_fingerprint
 
 Spec = tuple[tuple[Any, ...], str]
 ScheduleFn = Callable[[Sequence[tl.Tensor]], tl.Schedule]
+TemplateFn = Callable[[Any, Sequence[tl.Tensor]], tl.Schedule]
 
 _NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 
@@ -38,6 +43,8 @@ class CustomOp:
         outputs: how many tensors fn returns.
         schedule: `schedule(outs) -> tl.Schedule` from its author, or None (the default).
         pattern: how it fuses, or None to infer it from the compute (`analysis.infer_pattern`).
+        template: `template(cfg, outs) -> tl.Schedule` from its author, a schedule whose choices
+            are knobs of `cfg` (`define_split`, `define_knob`, ...), or None.
     """
 
     qualname: str
@@ -46,6 +53,7 @@ class CustomOp:
     outputs: int
     schedule: ScheduleFn | None
     pattern: OpPattern | None
+    template: TemplateFn | None = None
 
     @property
     def namespace(self) -> str:
@@ -92,16 +100,23 @@ class CustomOp:
         return outs
 
     def pattern_of(self, outs: Sequence[tl.Tensor]) -> OpPattern:
-        """Its fusion pattern: OPAQUE under its author's schedule (that schedule knows only the
-        op's own stages), else the one given, else the compute's."""
-        if self.schedule is not None:
+        """Its fusion pattern: OPAQUE under its author's schedule or template (they know only
+        the op's own stages), else the one given, else the compute's."""
+        if self.schedule is not None or self.template is not None:
             return OpPattern.OPAQUE
         return self.pattern if self.pattern is not None else infer_pattern(outs)
 
-    def default_schedule(self, outs: Sequence[tl.Tensor]) -> tl.Schedule:
-        """Its author's schedule of `outs`, or the graph's schedule for its pattern."""
-        if self.schedule is not None:
-            s = self.schedule(list(outs))
+    @property
+    def template_name(self) -> str:
+        """The name of its autotune template (when it has one)."""
+        return f"custom/{self.qualname}"
+
+    def default_schedule(self, outs: Sequence[tl.Tensor], cfg: Any = None) -> tl.Schedule:
+        """Its author's schedule of `outs`, its template's with `cfg` (default: the fallback
+        config), or the graph's schedule for its pattern."""
+        if self.schedule is not None or self.template is not None:
+            s = self.schedule(list(outs)) if self.schedule is not None else self.template(
+                cfg if cfg is not None else FallbackConfig(), list(outs))
             if not isinstance(s, tl.Schedule):
                 raise TypeError(f"{self.qualname}: the schedule function returned "
                                 f"{type(s).__name__}, not a tl.Schedule")
@@ -124,8 +139,17 @@ def tensor_inputs(fn: Callable[..., Any], what: str) -> tuple[str, ...]:
     return names
 
 
+@functools.lru_cache(maxsize=1024)
+def fingerprint_of(op: CustomOp, specs: tuple[Spec, ...], attrs: tuple) -> str:
+    """The fingerprint of `op`'s kernel on inputs of `specs` with `attrs` (sorted items) under
+    its default schedule (`analysis.kernel_fingerprint`)."""
+    placeholders, outs = op.trace(specs, dict(attrs))
+    return kernel_fingerprint(op.default_schedule(outs), [*placeholders, *outs])
+
+
 def make_op(qualname: str, fn: Callable[..., Any], schedule: ScheduleFn | None = None,
-            outputs: int = 1, pattern: OpPattern | None = None) -> CustomOp:
+            outputs: int = 1, pattern: OpPattern | None = None,
+            template: TemplateFn | None = None) -> CustomOp:
     """A CustomOp, checked (not registered anywhere)."""
     if not isinstance(qualname, str) or not _NAME.match(qualname):
         raise ValueError(f"custom_op: the name must be 'namespace::name' (identifiers), "
@@ -136,7 +160,10 @@ def make_op(qualname: str, fn: Callable[..., Any], schedule: ScheduleFn | None =
     if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 1:
         raise ValueError(f"custom_op {qualname!r}: outputs must be a positive int, "
                          f"got {outputs!r}")
+    if template is not None and (not callable(template) or schedule is not None or outputs != 1):
+        raise TypeError(f"custom_op {qualname!r}: template must be a function (cfg, outs) of an "
+                        f"op with one output and no schedule, got {template!r}")
     if pattern is not None and not isinstance(pattern, OpPattern):
         raise TypeError(f"custom_op {qualname!r}: pattern must be an OpPattern, got {pattern!r}")
     return CustomOp(qualname, fn, tensor_inputs(fn, f"custom_op {qualname!r}"), outputs,
-                    schedule, pattern)
+                    schedule, pattern, template)
