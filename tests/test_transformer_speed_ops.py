@@ -61,6 +61,18 @@ def test_rms_norm_mean_rows(shape, rng):
     assert_close(run_op(out, [x], [a], x86.schedule_reduce), expected.astype("float32"))
 
 
+@pytest.mark.parametrize("shape", [(1, 16, 197, 197), (3, 40, 37), (2, 61, 300)])
+def test_a_sum_over_rows_as_the_output(shape, rng):
+    """The kernel's output is the reduction itself (ConViT's attention sums): its partials in
+    vector lanes are factored out before its rows are split into parallel chunks."""
+    x = tl.placeholder(shape, name="x")
+    out = nn.sum(x, axis=-1, keepdims=True)
+    a = uniform(rng, *shape)
+    assert schedule_rows([out]) is not None
+    expected = a.astype("float64").sum(-1, keepdims=True)
+    assert_close(run_op(out, [x], [a], x86.schedule_reduce), expected.astype("float32"))
+
+
 def test_softmax_statistics_per_row():
     """Each row's max and sum are computed inside the row loop, one value at a time (under the
     fused parallel loop of (heads, row chunks) too), not as whole passes over the tensor."""

@@ -62,9 +62,12 @@ def schedule_rows(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule | None:
     for op in computes:
         if op is not out.op and not op.reduce_axis:
             s[op].compute_inline()  # the normalised output (a row of it per row of `out`)
+    # rfactor comes before any other step on a stage, the output's rows included where the
+    # output is itself a reduction (a sum over the last axis, large enough to run in parallel)
+    partials = [_factor_in_lanes(s, op) for op in reductions]
     row = _schedule_output(s, out, depth, reductions)
-    for op in reductions:  # producers first: expsum reads maxelem
-        _reduce_in_lanes(s, op, s[out], row)
+    for op, partial in zip(reductions, partials):  # producers first: expsum reads maxelem
+        _reduce_in_lanes(s, op, partial, s[out], row)
     return s
 
 
@@ -148,17 +151,24 @@ def _parallel_pays(reductions: Sequence[tl.ComputeOp]) -> bool:
     return elements >= PARALLEL_ELEMENTS
 
 
-def _reduce_in_lanes(s: tl.Schedule, op: tl.ComputeOp, parent: tl.Stage,
-                     row: tl.IterVar) -> None:
-    """Compute reduction `op` per row at `row` of `parent`; over a contiguous innermost axis at
-    least one vector long, first into one vector of partial results (rfactor)."""
-    stage = s[op]
+def _factor_in_lanes(s: tl.Schedule, op: tl.ComputeOp) -> tl.Tensor | None:
+    """Reduction `op` first into one vector of partial results (rfactor), where it reduces a
+    contiguous innermost axis at least one vector long; else None."""
     tensor = op.output(0)
     k = op.reduce_axis[-1]
     lanes = vector_lanes(tensor.dtype)
-    if len(op.body[0].source) == 1 and (static_extent(k) or 0) >= lanes:
-        _, k_lanes = stage.split(k, factor=lanes)
-        partial = s.rfactor(tensor, k_lanes, factor_axis=len(op.axis))
+    if len(op.body[0].source) != 1 or (static_extent(k) or 0) < lanes:
+        return None
+    _, k_lanes = s[op].split(k, factor=lanes)
+    return s.rfactor(tensor, k_lanes, factor_axis=len(op.axis))
+
+
+def _reduce_in_lanes(s: tl.Schedule, op: tl.ComputeOp, partial: tl.Tensor | None,
+                     parent: tl.Stage, row: tl.IterVar) -> None:
+    """Compute reduction `op` per row at `row` of `parent`, from its vector of `partial`
+    results where it has one (`_factor_in_lanes`)."""
+    stage = s[op]
+    if partial is not None:
         p = s[partial]
         *data, lane = p.op.axis
         p.reorder(*data, *p.op.reduce_axis, lane)
