@@ -293,6 +293,51 @@ def test_torch_compile_inductor_runs_the_op_opaque():
     torch.testing.assert_close(got, _block_torch(block, x).detach(), rtol=1e-5, atol=1e-5)
 
 
+@tg.custom_op("tl_test::add_channel_bias")
+def add_channel_bias(x, b):
+    """x + b per channel, written for NCHW only."""
+    return tl.compute(x.shape, lambda n, c, h, w: x[n, c, h, w] + b[c, 0, 0], name="bias")
+
+
+@tg.custom_op("tl_test::swish", pattern=OpPattern.ELEMWISE)
+def swish(x):
+    """x * sigmoid(x), rank-generic: declared ELEMWISE, it may join a conv's output stage."""
+    return tl.compute(x.shape, lambda *i: x[i] * tl.sigmoid(x[i]), name="swish")
+
+
+class ConvHead(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bias = torch.nn.Parameter(torch.randn(8, 1, 1))
+        self.linear = torch.nn.Linear(13, 7)
+
+    def forward(self, x, y):
+        return (swish(add_channel_bias(self.conv(x), self.bias)), swish(self.conv(x) * 2.0),
+                swish(self.linear(y)))
+
+    def reference(self, x, y):
+        silu = torch.nn.functional.silu
+        return silu(self.conv(x) + self.bias), silu(self.conv(x) * 2.0), silu(self.linear(y))
+
+
+def test_custom_ops_beside_blocked_convolutions():
+    """A compute written for one rank is INJECTIVE: the layout pass gives it NCHW, never the
+    blocked NCHW[x]c value; a rank-generic one declared ELEMWISE fuses into conv and dense."""
+    head = ConvHead().eval()
+    x, y = torch.randn(2, 3, 9, 11), torch.randn(5, 13)
+    g = tg.from_torch(head, (x, y))
+    labels = [_label(n) for n in tg.optimize(g).ops]
+    assert tg.get_op("tl_test_add_channel_bias").pattern is OpPattern.INJECTIVE
+    assert any(label.startswith("conv2d_NCHWc") and "tl_test_swish" in label for label in labels)
+    assert any(label.startswith("dense") and "tl_test_swish" in label for label in labels)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fallback")
+        out = tg.build(g)(x=x.numpy(), y=y.numpy())
+    for got, expected in zip(out, head.reference(x, y)):
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_export_and_from_torch_with_several_outputs():
     module = _Lambda(lambda a, b: torch.tanh(sum_diff(a, b)[0]) * sum_diff(a, b)[1])
     a, b = torch.randn(4, 6), torch.randn(4, 6)

@@ -1,10 +1,12 @@
-"""What a custom op's compute is: its stages, its fusion pattern, the reads its shapes must
+"""What a custom op's compute is: its fusion pattern, the reads its shapes must
 allow, and a fingerprint of the kernel it lowers to.
 
 The pattern decides how the graph fuses the op (`OpPattern`): a compute with a reduction is
-REDUCTION (scheduled like softmax or layer_norm); a single stage reading every input at the
-output's own indices (the trailing ones, for broadcast inputs) is ELEMWISE or BROADCAST, so it
-may join a convolution's or a GEMM's output stage; anything else is INJECTIVE.
+REDUCTION (scheduled like softmax or layer_norm: the elementwise ops around it fuse into its
+kernel), anything else INJECTIVE (it chains with elementwise and data-movement neighbours). Never
+ELEMWISE or BROADCAST by inference: the layout passes hand such ops their inputs in blocked
+layouts (NCHW[x]c, channels last), which a compute written for one rank cannot index; an author
+whose compute is rank-generic may say so with `custom_op(..., pattern=...)`.
 """
 
 from __future__ import annotations
@@ -14,24 +16,21 @@ from collections.abc import Sequence
 
 import tensorlang as tl
 from tensorlang.arith import const_bounds, const_value
-from tensorlang.expr import Select, TensorRead, Var
+from tensorlang.expr import Select, TensorRead
 from tensorlang.visitor import Visitor
 
 from ...x86.common import compute_ops
 from ..ops import OpPattern
 
 
-def _reads(op: tl.ComputeOp, guarded: bool = True) -> list[TensorRead]:
-    """The tensor reads of `op`; without `guarded`, only those under no Select (a read that a
-    condition guards, as padding's, may lie outside its tensor)."""
+def _unguarded_reads(op: tl.ComputeOp) -> list[TensorRead]:
+    """The tensor reads of `op` under no Select (a read that a condition guards, as padding's,
+    may lie outside its tensor)."""
     found: list[TensorRead] = []
 
     class Collect(Visitor):
         def visit_Select(self, node: Select) -> None:
-            if guarded:
-                self.generic_visit(node)
-            else:
-                self.visit(node.cond)
+            self.visit(node.cond)
 
         def visit_TensorRead(self, node: TensorRead) -> None:
             found.append(node)
@@ -44,23 +43,9 @@ def _reads(op: tl.ComputeOp, guarded: bool = True) -> list[TensorRead]:
 
 def infer_pattern(outs: Sequence[tl.Tensor]) -> OpPattern:
     """The fusion pattern of the compute that produces `outs` (see the module docstring)."""
-    ops = compute_ops(outs)
-    if any(op.reduce_axis for op in ops):
+    if any(op.reduce_axis for op in compute_ops(outs)):
         return OpPattern.REDUCTION
-    if len(ops) != 1 or len(outs) != 1:
-        return OpPattern.INJECTIVE
-    (op,) = ops
-    axes = [iv.var for iv in op.axis]
-    broadcast = False
-    for read in _reads(op):
-        indices = list(read.indices)
-        if len(indices) > len(axes) or any(
-                not (isinstance(i, Var) and i is a) and const_value(i) != 0
-                for i, a in zip(indices, axes[len(axes) - len(indices):])):
-            return OpPattern.INJECTIVE
-        if any(not isinstance(i, Var) for i in indices) or len(indices) < len(axes):
-            broadcast = True
-    return OpPattern.BROADCAST if broadcast else OpPattern.ELEMWISE
+    return OpPattern.INJECTIVE
 
 
 def check_reads(outs: Sequence[tl.Tensor], what: str) -> None:
@@ -74,7 +59,7 @@ def check_reads(outs: Sequence[tl.Tensor], what: str) -> None:
             low, extent = const_value(iv.dom.min), const_value(iv.dom.extent)
             if low is not None and extent is not None:
                 ranges[iv.var] = (float(low), float(low + extent - 1))
-        for read in _reads(op, guarded=False):
+        for read in _unguarded_reads(op):
             for axis, (index, size) in enumerate(zip(read.indices, read.tensor.shape)):
                 size = const_value(size)
                 low, high = const_bounds(index, ranges)

@@ -68,7 +68,9 @@ def custom_op(qualname: str, *, schedule: ScheduleFn | None = None, outputs: int
             auto-scheduled. Default: the graph's schedule for the compute's pattern, and the
             auto-scheduler when the model is tuned.
         outputs: how many tensors the function returns.
-        pattern: how the op fuses (default: inferred from the compute).
+        pattern: how the op fuses (default: REDUCTION for a compute with a reduction, else
+            INJECTIVE); ELEMWISE or BROADCAST only for a rank-generic compute (`lambda *i`),
+            since the layout passes may give such an op blocked (5-D) inputs.
         template: `template(cfg, outs) -> tl.Schedule`, a schedule whose choices are knobs of
             `cfg` (`cfg.define_split`, `cfg.define_knob`, ...): the op is then the autotune
             template "custom/<qualname>", tuned with the model and scheduled by the best

@@ -2,8 +2,8 @@
 
 The graph op ("<namespace>_<name>") computes one output of the op (attr `output`, for an op
 of several outputs: each is a node, and a kernel, of its own). Its pattern is the compute's
-(`CustomOp.pattern_of`), so elementwise neighbours fuse into it as they do into softmax or a
-convolution; its schedule is its author's or the graph's for that pattern; its numpy reference
+(`CustomOp.pattern_of`), so elementwise neighbours fuse into it as they do into softmax or an
+elementwise chain; its schedule is its author's or the graph's for that pattern; its numpy reference
 runs the op's eager kernel. Every node also records the `fingerprint` of the kernel its compute
 and schedule lower to, so that the kernels cached on disk and the tuning records of a model
 follow edits of the op's code.
