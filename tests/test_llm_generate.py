@@ -1,5 +1,5 @@
 """Generation with a KV cache (`CausalLM`, `tg.generate`) against PyTorch's LlamaForCausalLM
-(tiny configuration, the same random weights): the logits of every prompt token, then 40 greedy
+(tiny configuration, the same random weights): the logits of every prompt token, then 60 greedy
 tokens identical to transformers' greedy search, the prompt run as one call of the prefill module
 and each new token as one call of the decode module; sampling reproducible for a seed, and bad
 arguments refused."""
@@ -11,7 +11,7 @@ import pytest
 from wild_models import torchvision
 
 import topi.graph as tg
-from topi.graph.llm.generate import CausalLM
+from topi.graph.llm.generate import CACHE_STEP, CausalLM
 from topi.graph.llm.llama import LlamaConfig, build_llama_graph, weights_from_hf
 
 PROMPT = np.array([5, 3, 9, 1, 77, 12, 40], np.int64)
@@ -26,11 +26,11 @@ def hf_model():
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
         rope_theta=500.0, rms_norm_eps=1e-6)
     model = transformers.LlamaForCausalLM(config).eval()
     ours = LlamaConfig(97, 64, 96, 2, 4, 2, rope_theta=500.0, rms_norm_eps=1e-6,
-                       max_position_embeddings=64)
+                       max_position_embeddings=128)
     weights = weights_from_hf({k: v.detach().numpy() for k, v in model.state_dict().items()})
     return model, ours, weights
 
@@ -58,13 +58,13 @@ def test_greedy_tokens_match_pytorch(hf_model, lm):
     import torch
 
     model = hf_model[0]
-    got = tg.generate(lm, PROMPT, 40)
+    got = tg.generate(lm, PROMPT, 60)  # the cache passes a multiple of CACHE_STEP rows
     with torch.no_grad():
-        expected = model.generate(torch.tensor(PROMPT)[None], max_new_tokens=40,
-                                  min_new_tokens=40, do_sample=False)[0].numpy()
+        expected = model.generate(torch.tensor(PROMPT)[None], max_new_tokens=60,
+                                  min_new_tokens=60, do_sample=False)[0].numpy()
     np.testing.assert_array_equal(got, expected)
-    assert lm.timing.prompt_tokens == 7 and lm.timing.decoded_tokens == 39
-    assert lm.length == PROMPT.size + 39  # the last token is returned, never run
+    assert lm.timing.prompt_tokens == 7 and lm.timing.decoded_tokens == 59
+    assert lm.length == PROMPT.size + 59 > CACHE_STEP  # the last token is returned, never run
 
 
 def test_cache_continues_where_the_prompt_stopped(lm):
@@ -97,7 +97,7 @@ def test_eos_stops_generation(lm):
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(input_ids=[]), ValueError, "non-empty"),
     (dict(input_ids=[3, 97]), ValueError, "0..96"),
-    (dict(max_new_tokens=60), ValueError, "max_length"),
+    (dict(max_new_tokens=200), ValueError, "max_length"),
     (dict(temperature=-1), ValueError, "temperature"),
     (dict(top_k=0), ValueError, "top_k"),
     (dict(top_p=1.5), ValueError, "top_p"),

@@ -1,11 +1,13 @@
 """Text generation: `CausalLM` (a built decoder with its KV cache) and `generate`.
 
 `CausalLM` builds the decoder graph of `llama.py` twice, with symbolic cache lengths
-(`tg.build(g, bounds=...)`): for prompts (prefill) with a symbolic token count, whose
-products are GEMMs, and for one token (decode), whose products are matrix-vector products
-reading each weight once; nothing is compiled per length. The cache is static: keys and values of every layer
-preallocated to `max_length` positions; a call reads the filled part in place (a view) and the
-new tokens' keys and values are written after it.
+(`tg.build(g, bounds=...)`): for prompts (prefill) with a symbolic token count, whose products
+are GEMMs, and for one token (decode), whose products are matrix-vector products reading each
+weight once; nothing is compiled per length. The cache is static: keys and values of every layer
+preallocated to `max_length` positions; a call reads the filled part in place (a view, rounded
+up to a multiple of `CACHE_STEP` rows with the rows past the filled ones masked, so that the
+modules see a new size only every `CACHE_STEP` tokens) and the new tokens' keys and values are
+written after it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,17 @@ from ..build import build
 from .llama import LlamaConfig, Weight, build_llama_graph
 from .quantize_weights import quantize_weights
 
-#: The position of the dummy cached row that a prompt attends to (masked for every token).
+#: The position of cached rows that hold nothing (masked for every token).
 _NEVER = np.iinfo(np.int64).max // 2
+#: The cache is passed in lengths that are multiples of this (the rows past the filled ones
+#: masked): a module prepares its buffers and calls once per size, which at a new size each
+#: token cost more than the kernels of a small model's decode step.
+CACHE_STEP = 64
+
+
+def _cache_rows(length: int) -> int:
+    """The rows of cache passed for `length` filled ones (at least one: sizes are >= 1)."""
+    return max(-(-length // CACHE_STEP) * CACHE_STEP, 1)
 
 
 @dataclass
@@ -65,10 +76,10 @@ class CausalLM:
 
     def __post_init__(self) -> None:
         c = self.config
-        shape = (c.num_hidden_layers, self.max_length, c.num_key_value_heads, c.head_dim)
+        rows = _cache_rows(self.max_length)
+        shape = (c.num_hidden_layers, rows, c.num_key_value_heads, c.head_dim)
         self.keys = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
-        self._dummy = np.zeros((1, c.num_key_value_heads, c.head_dim), np.float32)
 
     @classmethod
     def build(cls, config: LlamaConfig, weights: Mapping[str, Weight],
@@ -86,8 +97,8 @@ class CausalLM:
             graph = build_llama_graph(config, weights, tokens=tokens)
             if bits is not None:
                 graph = quantize_weights(graph, bits, group_size)
-            bounds = {"past": (1, max_length)} | ({"seq": (1, max_length)} if tokens == "seq"
-                                                  else {})
+            bounds = {"past": (1, _cache_rows(max_length))} | (
+                {"seq": (1, max_length)} if tokens == "seq" else {})
             modules.append(build(graph, target=target, bounds=bounds))
         return cls(config, *modules, max_length)
 
@@ -103,13 +114,15 @@ class CausalLM:
         if count == 0 or start + count > self.max_length:
             raise ValueError(f"CausalLM: {count} tokens after {start} cached positions do not fit "
                              f"in max_length {self.max_length}")
+        rows = _cache_rows(start)
+        cached = np.arange(rows, dtype=np.int64)
+        cached[start:] = _NEVER
         feeds: dict[str, np.ndarray] = {
             "input_ids": ids, "positions": np.arange(start, start + count, dtype=np.int64),
-            "key_positions": np.arange(start, dtype=np.int64) if start else
-            np.array([_NEVER], np.int64)}
+            "key_positions": cached}
         for i in range(self.config.num_hidden_layers):
-            feeds[f"past_k{i}"] = self.keys[i, :start] if start else self._dummy
-            feeds[f"past_v{i}"] = self.values[i, :start] if start else self._dummy
+            feeds[f"past_k{i}"] = self.keys[i, :rows]
+            feeds[f"past_v{i}"] = self.values[i, :rows]
         logits, *kv = (self.decode if count == 1 else self.prefill)(**feeds)
         for i in range(self.config.num_hidden_layers):
             self.keys[i, start:start + count] = kv[2 * i]

@@ -3,9 +3,9 @@
 Every `dense` and 2-D-weight `matmul` with a constant float32 weight reads the weight packed
 (int8, or int4 two to a byte) with its group scales, dequantized inside the product's kernel, so
 a model's weights take a quarter (int8) or an eighth plus scales (int4) of the bytes to stream:
-`dense_quantized` (dequantized in the inner loop) for a few rows of data, `dense_dequantized`
-(a GEMM dequantizing its weight panels) for many or a symbolic count. Activations stay float32; data of more than
-two dimensions is flattened to rows around the product.
+`dense_quantized` (dequantized in the inner loop) for a few rows of data, `dense_dequantized` (a
+GEMM dequantizing its weight panels) for many or a symbolic count. Activations stay float32;
+data of more than two dimensions is flattened to rows around the product.
 """
 
 from __future__ import annotations
