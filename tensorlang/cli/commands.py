@@ -23,6 +23,7 @@ import topi.graph as tg
 from autotune import FallbackConfig, InstantiationError
 from autotune.result import gflops
 from tensorlang.benchmark import compare
+from tensorlang.runtime.toolchain import build_runner
 from topi.graph.model_io import random_inputs
 
 from .generation import load_gguf_model, parse_ids
@@ -526,6 +527,27 @@ def model_generate(model_path: str, prompt_ids: str, tokens: int, temperature: f
     click.echo(f"prefill: {t.prompt_tokens} tokens in {t.prefill_s:.3f} s "
                f"({t.prefill_tokens_per_s:.1f} tokens/s); decode: {t.decoded_tokens} tokens in "
                f"{t.decode_s:.3f} s ({t.decode_tokens_per_s:.1f} tokens/s)")
+
+
+@cli.command(epilog="""\b
+Examples:
+  tensorlang runner --target "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod" -o run-arm
+  # on the device, with a library from export_library for that target:
+  ./run-arm model.so data=input.npy --out output.npy""")
+@click.option("--target", required=True, help="the target the runner runs on")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="the runner program to write")
+def runner(target: str, output: str) -> None:
+    """Write a native program for TARGET that runs an exported library (a kernel's or a
+    model's) on .npy files: PATH LIB.so NAME=IN.npy ... --out OUT.npy (one --out per output,
+    in order; --repeat N also times N calls). It needs no Python on the device."""
+    with user_errors():
+        t = tl.Target(target)
+        try:
+            path = build_runner(t, output)
+        except RuntimeError as err:
+            raise click.ClickException(str(err)) from None
+    click.echo(f"wrote {path} (runs on {t.arch})")
 
 
 __all__ = ["cli"]

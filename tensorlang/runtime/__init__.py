@@ -9,14 +9,14 @@ from ..codegen import codegen
 from ..codegen.target import Target, as_target
 from ..ir import PrimFunc
 from .args import Signature
-from .jit import compile_ir, emit_object, link_object
+from .jit import assembly, compile_ir, emit_object, link_object
 from .module import BenchmarkResult, Module, load_module
 from .threadpool import get_num_threads, set_num_threads
 
 
 def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
     """Compile a lowered PrimFunc for `target` (default: the current target) into a callable
-    Module.
+    Module (for another architecture: a Module to show and export, not to call).
 
     Raises:
         TypeError: `func` is not a PrimFunc or `target` is not a target.
@@ -25,6 +25,10 @@ def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"build_module takes a PrimFunc, got {type(func).__name__}")
     tgt = as_target(target)
+    if not tgt.runs_here:
+        ll = codegen(func, tgt)
+        return Module(Signature.from_primfunc(func), tgt, None, None, func=func, ll=ll,
+                      export_ll=lambda: ll, assembly=lambda: assembly(ll, tgt))
     symbol = f"__tl_{func.name}"
     ll = codegen(func, tgt, symbol)
     jit = compile_ir(ll, symbol, tgt)

@@ -17,7 +17,23 @@
  */
 #include <stdint.h>
 #include <string.h>
+
+/* 16 bytes in a register: SSE2 on x86, GCC's vector type elsewhere (aarch64, riscv64: a
+ * constant-size memcpy becomes one vector load or store, or a pair of 8-byte ones). */
+#if defined(__SSE2__)
 #include <emmintrin.h>
+typedef __m128i tl_v16;
+#define tl_load16(p) _mm_loadu_si128((const __m128i *)(p))
+#define tl_store16(p, v) _mm_storeu_si128((__m128i *)(p), (v))
+#define tl_store8(p, v) _mm_storel_epi64((__m128i *)(p), (v))
+#define tl_low32(v) _mm_cvtsi128_si32(v)
+#else
+typedef int32_t tl_v16 __attribute__((vector_size(16)));
+static inline tl_v16 tl_load16(const void *p) { tl_v16 v; memcpy(&v, p, 16); return v; }
+static inline void tl_store16(void *p, tl_v16 v) { memcpy(p, &v, 16); }
+static inline void tl_store8(void *p, tl_v16 v) { memcpy(p, &v, 8); }
+#define tl_low32(v) ((v)[0])
+#endif
 
 typedef void (*tl_task_fn)(int32_t task, int32_t num_tasks, void *closure);
 void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n);
@@ -140,29 +156,29 @@ TL_INLINE void tl_move(char *dst, const char *src, int64_t bytes) {
     }
     int64_t j = 0;
     for (; j + 16 <= bytes; j += 16)  /* intrinsics: a memcpy here would become a call */
-        _mm_storeu_si128((__m128i *)(dst + j), _mm_loadu_si128((const __m128i *)(src + j)));
+        tl_store16(dst + j, tl_load16(src + j));
     for (; j < bytes; j++) dst[j] = src[j];
 }
 
 /* `bytes` (a multiple of the element size) of the fill value, whose 16 bytes `fill` holds in
  * a register: reading the pattern from memory after each row's stores cost as much as the row. */
-TL_INLINE void tl_fill(char *dst, int64_t bytes, __m128i fill, int zero) {
+TL_INLINE void tl_fill(char *dst, int64_t bytes, tl_v16 fill, int zero) {
     if (bytes <= 0) return;
     if (zero && bytes > TL_INLINE_BYTES) {
         memset(dst, 0, (size_t)bytes);
         return;
     }
     int64_t j = 0;
-    for (; j + 16 <= bytes; j += 16) _mm_storeu_si128((__m128i *)(dst + j), fill);
-    if (j + 8 <= bytes) { _mm_storel_epi64((__m128i *)(dst + j), fill); j += 8; }
-    int32_t word = _mm_cvtsi128_si32(fill);  /* the pattern's first 4 bytes */
+    for (; j + 16 <= bytes; j += 16) tl_store16(dst + j, fill);
+    if (j + 8 <= bytes) { tl_store8(dst + j, fill); j += 8; }
+    int32_t word = tl_low32(fill);  /* the pattern's first 4 bytes */
     if (j + 4 <= bytes) { memcpy(dst + j, &word, 4); j += 4; }
     for (; j < bytes; j++, word >>= 8) dst[j] = (char)word;
 }
 
 /* One output row: the fill value before `lo` and from `hi`, the source's run between. */
 TL_INLINE void tl_copy_row(char *row, const char *src, int64_t lo, int64_t hi, int64_t n,
-                           int64_t step, int64_t elem, __m128i pattern, int zero) {
+                           int64_t step, int64_t elem, tl_v16 pattern, int zero) {
     if (hi < lo) hi = lo;
     tl_fill(row, lo * elem, pattern, zero);
     if (step == 1) {
@@ -187,7 +203,7 @@ static void tl_copy_rows(const tl_box *b, int64_t first, int64_t last) {
     int64_t row_bytes = n * elem, src_step = outer > 0 ? b->src_coef[m] * elem : 0;
     int64_t dst_step = outer > 0 ? b->row_stride[m] * row_bytes : 0;
     int64_t cond_step[TL_COPY_MAX_CONDS], cond_inner[TL_COPY_MAX_CONDS], sum[TL_COPY_MAX_CONDS];
-    __m128i pattern = _mm_loadu_si128((const __m128i *)b->pattern);
+    tl_v16 pattern = tl_load16(b->pattern);
     int zero = 1;
     for (int q = 0; q < 16; q++) zero &= b->pattern[q] == 0;
     for (int64_t k = 0; k < nconds; k++) {

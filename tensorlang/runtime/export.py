@@ -1,18 +1,21 @@
 """Shared libraries: `export_library` writes one, `open_library` loads its symbols back.
 
-The library is the LLVM object of the kernel linked with the runtime's C source by the system C
-compiler, so it needs nothing from Python. Next to it go a C header (`.h`) and the kernel's
-Signature as JSON (`.json`), from which `load_module` (runtime/module.py, one layer up) rebuilds
-the argument checks.
+The library is the LLVM object of the kernel linked with the runtime's C source by the target's C
+compiler (runtime/toolchain.py: a cross compiler for another architecture), so it needs nothing
+from Python. Next to it go a C header (`.h`) and the kernel's Signature as JSON (`.json`), from
+which `load_module` (runtime/module.py, one layer up) rebuilds the argument checks.
+
+A kernel without shape variables also gets the entry point of model libraries,
+`int tlg_run(void *const *inputs, void *const *outputs)` with its description `tlg_meta`
+(inputs: the parameters it does not write; outputs: those it writes, in parameter order), which
+the native runner (runtime/runner.c) calls.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +25,14 @@ from ..codegen.target import Target
 from .args import Signature
 from .jit import parse_and_optimize
 from .threadpool import EXPORTED, SOURCE_PATHS
+from .toolchain import link_shared
 
 RESERVED_NAMES = (
     frozenset(LIBM_SYMBOLS)
     | frozenset(EXPORTED)
     | {
+        "tlg_run",
+        "tlg_meta",
         "sqrt",
         "sqrtf",
         "floor",
@@ -93,6 +99,41 @@ def header_text(sig: Signature) -> str:
     )
 
 
+def c_string(text: str) -> str:
+    """`text` as a C string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def entry_source(sig: Signature, target: Target) -> str:
+    """The C source of `tlg_run` and `tlg_meta` for a kernel without shape variables (empty for
+    one with them: a runner would not know their values)."""
+    if sig.shape_vars:
+        return ""
+    slots: list[str] = []
+    counts = {False: 0, True: 0}
+    for p in sig.params:
+        slots.append(f"{'outputs' if p.is_output else 'inputs'}[{counts[p.is_output]}]")
+        counts[p.is_output] += 1
+    meta = {
+        "format": 1,
+        "inputs": [[p.name, list(p.shape), p.dtype.name] for p in sig.params if not p.is_output],
+        "outputs": [[p.name, list(p.shape), p.dtype.name] for p in sig.params if p.is_output],
+        "target": str(target),
+    }
+    call = f"{sig.name}({', '.join(slots)})"
+    ret = "int32_t" if sig.checks else "void"
+    return "\n".join([
+        "#include <stdint.h>",
+        f"{ret} {sig.name}({', '.join(['void *'] * len(sig.params)) or 'void'});",
+        f"const char tlg_meta[] = {c_string(json.dumps(meta))};",
+        "int tlg_run(void *const *inputs, void *const *outputs) {",
+        "  (void)inputs; (void)outputs;",
+        f"  return (int){call};" if sig.checks else f"  {call};\n  return 0;",
+        "}",
+        "",
+    ])
+
+
 def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
     """Compile LLVM IR `ll` into the shared library `path` (see Module.export_library).
 
@@ -105,9 +146,6 @@ def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
             f"cannot export kernel {sig.name!r}: its name must be a C identifier that is not "
             "a libm or runtime function (build it with another name)"
         )
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("export_library needs a C compiler (cc) on PATH")
     mod = parse_and_optimize(ll, target, pic=True)
     obj = target.target_machine(pic=True).emit_object(mod)
     path = Path(path)
@@ -115,25 +153,13 @@ def export_library(ll: str, sig: Signature, target: Target, path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         obj_path = Path(tmp) / "kernel.o"
         obj_path.write_bytes(obj)
+        sources = [obj_path, *SOURCE_PATHS]
+        entry = entry_source(sig, target)
+        if entry:
+            sources.append(Path(tmp) / "entry.c")
+            sources[-1].write_text(entry)
         out = Path(tmp) / "lib.so"
-        cmd = [
-            cc,
-            "-shared",
-            "-fPIC",
-            "-O2",
-            "-Wl,-Bsymbolic",
-            "-o",
-            str(out),
-            str(obj_path),
-            *map(str, SOURCE_PATHS),
-            "-lpthread",
-            "-lm",
-        ]
-        if uses_vector_libm(ll):
-            cmd.append("-lmvec")
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        link_shared(target, sources, out, ["-lmvec"] if uses_vector_libm(ll) else [])
         shutil.move(str(out), path)
     _sidecar(path, ".h").write_text(header_text(sig))
     meta = json.loads(sig.to_json())

@@ -42,8 +42,7 @@ class JitFunction:
 
     def assembly(self) -> str:
         """The optimised machine code as assembly text (recompiled on demand)."""
-        mod = parse_and_optimize(self.ll, self.target)
-        return self.target.target_machine().emit_assembly(mod)
+        return assembly(self.ll, self.target)
 
 
 _CACHE: dict[str, JitFunction] = {}
@@ -61,6 +60,11 @@ def parse_and_optimize(ll: str, target: Target, pic: bool = False) -> llvm.Modul
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod
+
+
+def assembly(ll: str, target: Target) -> str:
+    """The assembly text of LLVM IR `ll` optimised for `target` (any architecture)."""
+    return target.target_machine().emit_assembly(parse_and_optimize(ll, target))
 
 
 def _engine(mod: llvm.ModuleRef, target: Target) -> llvm.ExecutionEngine:

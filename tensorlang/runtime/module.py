@@ -3,7 +3,8 @@
 The last stage of the data flow. Plain numpy arguments are checked and passed to the native
 function in C (runtime/fastcall.c); anything else is checked or converted by runtime/args.py and
 passed through a cffi function pointer. A kernel with bound checks returns a status, which becomes
-an IndexError after the call.
+an IndexError after the call. A kernel compiled for another architecture has no address here: it
+is shown and exported, and calling it raises.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class Module:
         self,
         signature: Signature,
         target: Target,
-        address: int,
-        packed_address: int,
+        address: int | None,
+        packed_address: int | None,
         func: PrimFunc | None = None,
         ll: str | None = None,
         assembly: Callable[[], str] | None = None,
@@ -85,6 +86,9 @@ class Module:
         self._export_ll = export_ll
         self._keepalive = keepalive
         self._checker = ArgChecker(signature)
+        if address is None or packed_address is None:  # code for another architecture
+            self._fn = self._packed = self._fast = None
+            return
         ffi = native().ffi
         self._ffi = ffi
         arg_types = ["void *"] * len(signature.params) + ["int64_t"] * len(signature.shape_vars)
@@ -120,6 +124,7 @@ class Module:
                 return
             if status is not NotImplemented:
                 raise self.signature.index_error(status)
+        self._require_native()
         arrays, shape_values = self._checker.check(args)
         from_buffer = self._ffi.from_buffer
         status = self._fn(*[from_buffer(a) for a in arrays], *shape_values)
@@ -138,6 +143,7 @@ class Module:
         """
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got {number} and {repeat}")
+        self._require_native()
 
         def evaluate(*args: Any) -> BenchmarkResult:
             arrays, shape_values = self._checker.check(args)
@@ -162,6 +168,14 @@ class Module:
             return BenchmarkResult(tuple(results))
 
         return evaluate
+
+    def _require_native(self) -> None:
+        """Raise unless this machine can run the kernel's code."""
+        if self._fn is None:
+            raise RuntimeError(
+                f"kernel {self.name} is compiled for {self.target.arch} ({self.target}) and "
+                f"this machine cannot run it: export_library(path) and run the library on a "
+                f"{self.target.arch} device (`tensorlang runner --target ...` writes a runner)")
 
     def get_source(self, fmt: str = "ll") -> str:
         """The kernel's code: "ll" (LLVM IR), "asm" (assembly) or "ir" (the loop IR)."""

@@ -95,6 +95,7 @@ def build(g: Graph, log_file: str | os.PathLike[str] | None = None,
     if not g.outputs:
         raise ValueError("build: the graph has no outputs (mark them with g.output(...))")
     tgt = as_target(target)
+    prepack = prepack and tgt.runs_here  # packing runs kernels; elsewhere each call packs
     if precision not in ("fp32", "bf16"):
         raise ValueError(f"build: precision must be 'fp32' or 'bf16', got {precision!r}")
     if precision == "bf16":

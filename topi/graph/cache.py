@@ -54,15 +54,16 @@ class CompiledKernel:
         key: the cache key.
         symbol: the C name of the kernel (`<symbol>_packed` takes a packed argument array).
         signature: its parameters (and bound-check sites, when its status must be checked).
-        address, packed_address: the entry points in this process.
+        address, packed_address: the entry points in this process (None for a kernel of
+            another architecture: it is exported, not called).
         ll_path: where its LLVM IR is kept (for export_library).
     """
 
     key: str
     symbol: str
     signature: Signature
-    address: int
-    packed_address: int
+    address: int | None
+    packed_address: int | None
     ll_path: Path
     engine: Any
 
@@ -176,8 +177,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _load(directory: Path, key: str, symbol: str, target: tl.Target) -> CompiledKernel:
     meta = json.loads((directory / f"{key}.json").read_text())
-    address, packed_address, engine = link_object(
-        (directory / f"{key}.o").read_bytes(), symbol, target)
+    address = packed_address = engine = None
+    if target.runs_here:
+        address, packed_address, engine = link_object(
+            (directory / f"{key}.o").read_bytes(), symbol, target)
     return CompiledKernel(
         key=key,
         symbol=symbol,

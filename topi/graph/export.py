@@ -19,7 +19,6 @@ import ctypes
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from tensorlang.codegen.intrinsics import uses_vector_libm
 from tensorlang.runtime.jit import parse_and_optimize
 from tensorlang.runtime.threadpool import SOURCE_PATHS
+from tensorlang.runtime.toolchain import link_shared
 
 from ..symbolic import dim_from_json, evaluate_shape
 from .model_io import ModelBase, TensorInfo, bind_sizes
@@ -163,9 +163,6 @@ def write_library(driver: str, weights: _Weights, kernels: Sequence[CompiledKern
     Raises:
         RuntimeError: no C compiler, or it failed (its output is in the message).
     """
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("export_library needs a C compiler (cc) on PATH")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -186,11 +183,7 @@ def write_library(driver: str, weights: _Weights, kernels: Sequence[CompiledKern
             obj_path.write_bytes(obj)
             sources.append(obj_path)
         out = tmp / "model.so"
-        cmd = [cc, "-shared", "-fPIC", "-O2", "-Wl,-Bsymbolic", "-o", str(out),
-               *map(str, sources), "-lpthread", "-lm", *(["-lmvec"] if vector_libm else [])]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        link_shared(target, sources, out, ["-lmvec"] if vector_libm else [])
         shutil.move(str(out), path)
 
 

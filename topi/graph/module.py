@@ -73,7 +73,7 @@ class Module(ModelBase):
         self.output_buffers = [_output_buffer(n, buffers) for n in graph.outputs]
         ffi = native().ffi
         self._calls = []
-        for step in steps:
+        for step in steps if target.runs_here else ():  # else: exported, not called here
             sig = step.kernel.signature
             if sig.shape_vars:
                 raise ValueError(f"kernel of {step.name} has symbolic shapes {sig.shape_vars}")
@@ -91,6 +91,11 @@ class Module(ModelBase):
         return len({s.kernel.key for s in self.steps})
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if not self.target.runs_here:
+            raise RuntimeError(
+                f"this model is compiled for {self.target.arch} ({self.target}) and this machine "
+                f"cannot run it: export_library(path) and run the library on a "
+                f"{self.target.arch} device (`tensorlang runner --target ...` writes a runner)")
         for buffer, value in zip(self.input_buffers, arrays):
             np.copyto(buffer, value)
         for fn, argv, checked in self._calls:
