@@ -361,6 +361,19 @@ def test_symbolic_rows_through_export_and_one_module():
                                    atol=1e-5)
 
 
+def test_torch_compile_tensorlang_with_dynamic_sizes():
+    """Dynamo's symbolic sizes reach the compute (a row length shared by x and w, unchecked
+    where symbolic), and one module serves every row count."""
+    block = Block(13).eval()
+    compiled = torch.compile(block, backend="tensorlang", dynamic=True)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", category=UserWarning)  # no fallback to eager PyTorch
+        for n in (3, 8, 21):
+            x = torch.randn(n, 13)
+            torch.testing.assert_close(compiled(x), _block_torch(block, x), rtol=1e-5,
+                                       atol=1e-5)
+
+
 def test_fake_kernel_keeps_dynamic_sizes_symbolic():
     fn = torch.compile(lambda x, w: rms_norm(x, w) + 1.0, backend="eager", dynamic=True)
     for n in (3, 8, 11):

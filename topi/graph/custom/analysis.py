@@ -12,6 +12,7 @@ whose compute is rank-generic may say so with `custom_op(..., pattern=...)`.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 
 import tensorlang as tl
@@ -63,7 +64,8 @@ def check_reads(outs: Sequence[tl.Tensor], what: str) -> None:
             for axis, (index, size) in enumerate(zip(read.indices, read.tensor.shape)):
                 size = const_value(size)
                 low, high = const_bounds(index, ranges)
-                if size is not None and (high >= size or low < 0):
+                known = math.isfinite(low) and math.isfinite(high)  # symbolic: unchecked
+                if size is not None and known and (high >= size or low < 0):
                     raise ValueError(
                         f"{what}: stage {op.name!r} reads {read.tensor.name!r} (shape "
                         f"{dims(read.tensor)}) at indices {low:g}..{high:g} along axis {axis}: "
