@@ -95,7 +95,8 @@ def test_eager_rms_norm_matches_torch(shape, dtype):
     torch.testing.assert_close(rms_norm(x, w), got)  # the decorated function calls the op
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int8,
+                                   torch.int32, torch.int64])
 @pytest.mark.parametrize("shape", [(1,), (5, 3), (2, 3, 7)])
 def test_eager_elementwise_dtypes(dtype, shape):
     x = (torch.arange(math.prod(shape)) % 11 - 5).reshape(shape).to(dtype)
@@ -233,6 +234,8 @@ def test_bad_inputs_raise_clear_errors():
         torch.ops.tl_test.rms_norm(x, torch.randn(5))
     with pytest.raises(TypeError, match=r"'w'\) has the dtype complex64"):
         torch.ops.tl_test.rms_norm(x, w.to(torch.complex64))
+    with pytest.raises(TypeError, match=r"'x'\) has the dtype bfloat16"):
+        torch.ops.tl_test.rms_norm(x.to(torch.bfloat16), w)
     with pytest.raises(TypeError, match=r"tl_test::sum_diff\(a: float32\[9\].*2 index"):
         sum_diff(w, w)  # rank 1 where the compute indexes two axes
     with pytest.raises(TypeError, match=r"takes 2 tensor\(s\) \(x, w\), got 1"):

@@ -21,9 +21,9 @@ from .analysis import check_reads
 from .op import CustomOp, Spec
 from .template import call_config
 
-#: The tensorlang dtypes a kernel argument may have.
-DTYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
-                    "float32", "float64"))
+#: The dtypes an eager call takes (bfloat16 tensors have no DLPack view the runtime reads).
+DTYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
+                    "float64"))
 
 _KERNELS: dict[tuple, tuple[tl.Module, list[Spec]]] = {}
 
