@@ -1,6 +1,27 @@
 """Packaging for tensorlang, autotune and topi (one distribution, three packages)."""
 
+import subprocess
+import sys
+
 from setuptools import find_packages, setup
+
+
+def _xgboost_requirement() -> str:
+    """The XGBoost distribution the cost model needs. `xgboost`'s Linux wheel is built for CUDA
+    (about 240 MB, plus NVIDIA's NCCL, 460 MB more) while `xgboost-cpu` is the same library for
+    CPUs only (18 MB), importable under the same name. The two overwrite each other's files, so an
+    environment that has `xgboost` already keeps it. The check runs the target interpreter
+    without pip's build isolation, which hides the environment's packages from this process;
+    it decides when the package is built from source (a built wheel keeps the choice it made).
+    xgboost-cpu has wheels for Linux and Windows only: macOS's `xgboost` is CPU-only anyway."""
+    if sys.platform == "darwin":
+        return "xgboost>=1.7,<4"
+    probe = "import importlib.metadata as m; m.distribution('xgboost')"
+    # -E: pip isolates the build by PYTHONPATH; without it the real site-packages show
+    installed = subprocess.run([sys.executable, "-E", "-c", probe], capture_output=True,
+                               check=False).returncode == 0
+    return "xgboost>=1.7,<4" if installed else "xgboost-cpu>=2.1.1,<4"
+
 
 setup(
     name="tensorlang",
@@ -20,7 +41,7 @@ setup(
         "numpy>=1.24,<3",
         "llvmlite>=0.44,<0.60",
         "cffi>=1.15,<3",
-        "xgboost>=1.7,<4",
+        _xgboost_requirement(),
         "tqdm>=4.60",
         "click>=8.1",
         "cloudpickle>=2.2",
@@ -41,6 +62,8 @@ setup(
         # tg.from_gguf: llama-family models from GGUF files.
         "gguf": ["gguf>=0.10"],
         # benchmarks/: the reference libraries, and which OpenBLAS kernel numpy runs.
-        "bench": ["threadpoolctl>=3", "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0"],
+        "bench": ["threadpoolctl>=3", "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0",
+                  # OpenVINO needs only numpy and its telemetry package: it leaves torch alone
+                  "openvino>=2024.0"],
     },
 )
