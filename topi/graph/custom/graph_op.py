@@ -18,9 +18,8 @@ import numpy as np
 
 import tensorlang as tl
 
-from ... import x86
 from ..importer import GraphWriter, Value, dtype_of, shape_of
-from ..ops import OpPattern, register_op, registered_ops
+from ..ops import register_op, registered_ops
 from .analysis import check_reads
 from .eager import run
 from .op import CustomOp, Spec, fingerprint_of
@@ -48,13 +47,8 @@ def graph_op_name(op: CustomOp, specs: Sequence[Spec], attrs: Mapping[str, Any])
         return tagged(outs[0], [(t.shape, t.dtype) for t in tensors], node_attrs, fingerprint)
 
     def schedule(outs: Sequence[tl.Tensor]) -> tl.Schedule:
-        if op.template is not None:
-            return op.default_schedule(outs, template_config(op, outs[0].op))
-        if op.schedule is not None:
-            return op.default_schedule(outs)
-        if pattern is OpPattern.REDUCTION:
-            return x86.schedule_reduce(list(outs))
-        return x86.schedule_injective(list(outs))
+        cfg = template_config(op, outs[0].op) if op.template is not None else None
+        return op.default_schedule(outs, cfg)
 
     def reference(*arrays: np.ndarray, output: int = 0, fingerprint: str = "",
                   **node_attrs: Any) -> np.ndarray:
