@@ -154,7 +154,22 @@ def _int8_dense() -> tuple[tl.Schedule, list[tl.Tensor]]:
     return x86.schedule_dense(out), [d, w, out]
 
 
+def _int8_conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    from topi.nn.conv2d_int8 import conv2d_nchw_int8
+    from topi.x86.conv2d_int8 import schedule_conv2d_nchw_int8
+
+    d = tl.placeholder((1, 8, 7, 9), "uint8", name="data")
+    k = tl.placeholder((16, 8, 3, 3), "int8", name="kernel")
+    out = conv2d_nchw_int8(d, k, 1, 1)
+    return schedule_conv2d_nchw_int8(out), [d, k, out]
+
+
 def _reference(kernel, arrays: list[np.ndarray]) -> np.ndarray:
+    if kernel is _int8_conv2d:
+        import torch
+
+        wide = [torch.from_numpy(a.astype(np.float64)) for a in arrays]
+        return torch.nn.functional.conv2d(*wide, padding=1).numpy().astype(np.int32)
     if kernel is _elementwise:
         a, b = arrays
         return a * b + np.exp(b)
@@ -193,6 +208,24 @@ def test_assembly_shows_the_targets_vector_instructions(spec):
         assert "p0" in dense or "ptrue" in dense  # SVE predicates: the fixed vectors use SVE
 
 
+@pytest.mark.parametrize("spec, instruction", [
+    (NEON, "sdot"),  # dotprod: the unsigned data split into two signed halves
+    (SVE, "usdot"),  # neoverse-v1 has i8mm: the mixed-sign dot in one instruction
+    ("llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod,+i8mm", "usdot"),
+    ("llvm -mtriple=aarch64-linux-gnu -mattr=+neon", None),  # no dot: widening multiply-adds
+])
+def test_int8_products_use_the_aarch64_dot_instructions(spec, instruction):
+    with tl.Target(spec):
+        dense = tl.build(*_int8_dense(), name="qdense").get_source("asm")
+        conv = tl.build(*_int8_conv2d(), name="qconv").get_source("asm")
+    for asm in (dense, conv):
+        used = set(re.findall(r"^\s+(u?s?dot|smlal2?)\s", asm, flags=re.MULTILINE))
+        if instruction is None:
+            assert used and used <= {"smlal", "smlal2"}, used
+        else:
+            assert used == {instruction}, used
+
+
 @pytest.mark.parametrize("spec", [NEON, RVV])
 def test_calling_code_of_another_architecture_raises(spec):
     with tl.Target(spec):
@@ -207,7 +240,7 @@ def test_calling_code_of_another_architecture_raises(spec):
 
 # -- libraries run under qemu by the native runner ------------------------------------------
 
-KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense]
+KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d]
 
 
 def _inputs(tensors: list[tl.Tensor], rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..symbolic import canon, dim_var, free_vars, is_symbolic, product, quotient
+from .fourier import Complex, dft, stacked
 from .graph import Graph, Node
 from .passes import remove_dead_nodes
 from .importer import (
@@ -329,6 +330,9 @@ class _Importer(GraphWriter):
             raise UnsupportedError(f"unsupported op {name}")
         args = [self._arg(a) for a in fx.args]
         kwargs = {k: self._arg(v) for k, v in fx.kwargs.items()}
+        if converter not in _COMPLEX and any(isinstance(a, Complex) for a in (
+                *args, *kwargs.values())):
+            raise UnsupportedError(f"{name} of a complex tensor")
         return converter(self, *args, **kwargs)
 
     def out_dtype(self) -> str:
@@ -468,13 +472,60 @@ def _assertion(im: _Importer, *args: Any, **kwargs: Any) -> None:
 
 
 @_converter("aten._to_copy", "aten.to")
-def _to(im: _Importer, x: Value, *args: Any, dtype: Any = None, **kwargs: Any) -> Value:
+def _to(im: _Importer, x: Value | Complex, *args: Any, dtype: Any = None,
+        **kwargs: Any) -> Value | Complex:
     dtype = dtype if dtype is not None else next(
         (a for a in args if isinstance(a, torch.dtype)), None)
     if dtype is None:
         return x
+    if dtype.is_complex:  # a real tensor made complex (FNet's Fourier mixing): no imaginary part
+        part = _dtype_name(dtype.to_real())
+        return x if isinstance(x, Complex) and dtype_of(x.real) == part else \
+            Complex(im.cast(_real_part(x), part))
     name = str(dtype).removeprefix("torch.")
+    x = _real_part(x)
     return x if name == dtype_of(x) else im.op("cast", x, dtype=name)
+
+
+# -- complex values and Fourier transforms (topi/graph/fourier.py) -------------------------------
+
+#: the converters that take complex values (any other meeting one raises UnsupportedError)
+_COMPLEX: set[Converter] = {_to}
+
+
+def _complex_converter(*names: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        _COMPLEX.add(fn)
+        return _converter(*names)(fn)
+
+    return register
+
+
+def _real_part(x: Value | Complex) -> Value:
+    """`x` itself, or for a complex `x` with no imaginary part its real part."""
+    if isinstance(x, Complex):
+        require(x.imag is None, "a complex tensor cast to a real dtype")
+        return x.real
+    return x
+
+
+@_complex_converter("aten._fft_c2c")
+def _fft_c2c(im: _Importer, z: Complex, dim: Sequence[int], normalization: int,
+             forward: bool) -> Complex:
+    require(isinstance(z, Complex), "_fft_c2c of a real tensor")
+    return dft(im, z, dim, not forward, int(normalization))
+
+
+@_complex_converter("aten._fft_r2c")
+def _fft_r2c(im: _Importer, x: Value, dim: Sequence[int], normalization: int,
+             onesided: bool) -> Complex:
+    return dft(im, Complex(x), dim, False, int(normalization), bool(onesided))
+
+
+@_complex_converter("aten.view_as_real")
+def _view_as_real(im: _Importer, z: Complex) -> Value:
+    require(isinstance(z, Complex), "view_as_real of a real tensor")
+    return stacked(im, z)
 
 
 # -- linear algebra ------------------------------------------------------------------------------
@@ -880,9 +931,23 @@ def _slice(im: _Importer, x: Value, dim: int = 0, start: Any = None, end: Any = 
 def _select(im: _Importer, x: Value, dim: int, index: int) -> Value:
     dim = dim % len(shape_of(x))
     index = int(index) % shape_of(x)[dim]
+    x, index = _concatenated_piece(x, dim, index)
     piece = im.op("strided_slice", x, begin=(index,), end=(index + 1,), strides=(1,),
                   axes=(dim,))
     return im.reshape(piece, [d for k, d in enumerate(shape_of(x)) if k != dim])
+
+
+def _concatenated_piece(x: Value, dim: int, index: int) -> tuple[Value, int]:
+    """(the piece, the index in it) where `x` is a concatenation along `dim`, so that a select
+    reads that piece alone (the real part of `view_as_real` leaves the imaginary part dead)."""
+    if not isinstance(x, Node) or x.op != "concatenate" or \
+            x.attrs["axis"] % len(x.shape) != dim:
+        return x, index
+    for piece in x.inputs:
+        if index < piece.shape[dim]:
+            return piece, index
+        index -= piece.shape[dim]
+    raise AssertionError("an index past the concatenation")  # select wrapped it into range
 
 
 @_converter("aten.embedding")
@@ -937,6 +1002,28 @@ def _flip(im: _Importer, x: Value, dims: Sequence[int]) -> Value:
         n = shape_of(x)[dim]
         x = im.op("take", x, np.arange(n - 1, -1, -1, dtype=np.int64), axis=dim % len(shape_of(x)))
     return x
+
+
+@_converter("aten.unfold", "aten.unfold_copy")
+def _unfold(im: _Importer, x: Value, dim: int, size: int, step: int) -> Value:
+    """`Tensor.unfold`: the windows of `size` elements every `step` along `dim`, each a new last
+    axis (HaloNet cuts its key blocks so). One take of the windows' positions, known now, puts
+    (window, element) at `dim`; a transpose moves the element axis to the end."""
+    shape = shape_of(x)
+    require(len(shape) > 0, "unfold of a 0-d tensor")
+    dim, size, step = int(dim) % len(shape), int(size), int(step)
+    require(not is_symbolic(shape[dim]), "unfold along a symbolic axis")
+    require(step > 0 and 0 <= size <= shape[dim],
+            f"unfold of {size} every {step} along an axis of {shape[dim]}")
+    count = (shape[dim] - size) // step + 1
+    if size == 0:  # windows of nothing: an array of no elements
+        return np.zeros((*shape[:dim], count, *shape[dim + 1:], 0), dtype_of(x))
+    positions = np.arange(count, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)
+    windows = im.op("take", x, positions, axis=dim)
+    if dim == len(shape) - 1:
+        return windows
+    axes = (*range(dim + 1), *range(dim + 2, len(shape) + 1), dim + 1)
+    return im.op("transpose", windows, axes=axes)
 
 
 @_converter("aten.repeat")

@@ -5,7 +5,8 @@ says what it does and a `lower_fn` that emits the instructions.
 
 - `dot_int8(lanes)`: out[i] += sum_k uint8 data[k] * int8 kernel[i, k] (k < 4), int32 lanes:
   AVX512-VNNI `vpdpbusd` on zmm (16 lanes) or, with AVX-VNNI or AVX512-VNNI on ymm, 8 lanes;
-  without VNNI `vpmaddubsw` + `vpmaddwd` (see `_maddubs_exact`).
+  without VNNI `vpmaddubsw` + `vpmaddwd` (see `_maddubs_exact`); on aarch64 `usdot` (with
+  i8mm) or two `sdot` (with dotprod, see `_sdot_exact`), 4 int32 lanes per instruction.
 - `dot_bf16(lanes)`: out[i] += sum_k data[k] * kernel[i, k] (k < 2), bf16 pairs into float32
   lanes with AVX512-BF16 `vdpbf16ps`.
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import tensorlang as tl
 from tensorlang.calls import broadcast
+from tensorlang.codegen import isa
+from tensorlang.ir import seq
 
 #: int8 values reduced per int32 lane by one instruction.
 INT8_GROUP = 4
@@ -43,11 +46,20 @@ _CPUS_WITH = {
 }
 
 
+#: aarch64 CPUs with the mixed-sign dot product `usdot` (FEAT_I8MM) without `-mattr=+i8mm`.
+I8MM_CPUS = frozenset("neoverse-v1 neoverse-n2 neoverse-v2 cortex-a710 cortex-x2 cortex-x3 "
+                      "apple-m2 apple-m3".split())
+
+
 def int8_dot_kind(target: tl.Target | None = None) -> str:
     """How the current target computes the uint8 x int8 dot of 4: "avx512vnni", "avxvnni" or
-    "maddubs" (AVX2/AVX-512 without VNNI), or "none" without AVX2 and on other architectures
-    (schedules then leave the dot to LLVM as plain vector code)."""
+    "maddubs" (AVX2/AVX-512 without VNNI); on aarch64 "usdot" (i8mm) or "sdot" (dotprod);
+    else "none" (schedules then leave the dot to LLVM as plain vector code)."""
     target = target or tl.Target.current()
+    if target.arch == "aarch64":
+        if target._has("i8mm") or (target._has("i8mm") is None and target.mcpu in I8MM_CPUS):
+            return "usdot"
+        return "sdot" if isa.has_int8_dot(target.arch, target.mcpu, target._flags()) else "none"
     if target.arch != "x86_64":
         return "none"
     if target.vector_bits == 512 and _has(target, "avx512vnni"):
@@ -111,13 +123,47 @@ def _shr7(a32: tl.Expr, lanes: int) -> tl.Expr:
         tl.const(0x01010101, "int32"), lanes)
 
 
+def _sdot_exact(acc: tl.Expr, word: tl.Expr, b: tl.Expr) -> tl.Expr:
+    """`acc` plus the uint8 x int8 dot of 4 per int32 lane (4 lanes) with the signed `sdot`:
+    each data byte a = 128 * hi + lo (hi = a >> 7, lo = a & 127) makes two signed dots, of lo
+    and of hi, exact for every input; the second is scaled by 128."""
+    sdot = "llvm.aarch64.neon.sdot.v4i32.v16i8"
+    lo = tl.reinterpret(broadcast(word & tl.const(0x7F7F7F7F, "int32"), 4), "int8x16")
+    top_bits = (word // tl.const(128, "int32")) & tl.const(0x01010101, "int32")  # as _shr7
+    hi = tl.reinterpret(broadcast(top_bits, 4), "int8x16")
+    zero = broadcast(tl.const(0, "int32"), 4)
+    high = tl.call_llvm_intrin("int32x4", sdot, zero, hi, b)
+    return (tl.call_llvm_intrin("int32x4", sdot, acc, lo, b)
+            + high * broadcast(tl.const(128, "int32"), 4))
+
+
+def _aarch64_dot(kind: str, lanes: int, ins: list[tl.TensorRegion],
+                 outs: list[tl.TensorRegion]) -> object:
+    """The dot of `dot_int8` on aarch64: one 128-bit instruction per 4 lanes."""
+    word = tl.reinterpret(ins[0].vload([0], "uint8x4"), "int32")
+    stores = []
+    for first in range(0, lanes, 4):
+        b = ins[1].vload([first, 0], "int8x16")
+        acc = outs[0].vload([first], "int32x4")
+        if kind == "usdot":
+            a = tl.reinterpret(broadcast(word, 4), "uint8x16")
+            value = tl.call_llvm_intrin("int32x4", "llvm.aarch64.neon.usdot.v4i32.v16i8",
+                                        acc, a, b)
+        else:
+            value = _sdot_exact(acc, word, b)
+        stores.append(outs[0].vstore([first], value))
+    return seq(*stores)
+
+
 def dot_int8(lanes: int | None = None, kind: str | None = None) -> tl.TensorIntrin:
     """The uint8 x int8 -> int32 dot of 4 into `lanes` int32 lanes (see the module docstring),
     with the instructions `kind` names (default: the best the current target has)."""
     lanes = lanes or int8_lanes()
     kind = kind or int8_dot_kind()
     if kind == "none":
-        raise ValueError("the int8 dot intrinsic needs AVX2 or AVX-512")
+        raise ValueError("the int8 dot intrinsic needs AVX2, AVX-512 or aarch64's dotprod")
+    if kind in ("sdot", "usdot") and lanes % 4:
+        raise ValueError(f"the aarch64 int8 dot runs 4 int32 lanes at a time, not {lanes}")
     out = _dot_compute(lanes, INT8_GROUP, "uint8", "int8", "int32", f"dot_int8x{lanes}")
     nbytes = lanes * INT8_GROUP
 
@@ -125,6 +171,8 @@ def dot_int8(lanes: int | None = None, kind: str | None = None) -> tl.TensorIntr
         word = tl.reinterpret(ins[0].vload([0], "uint8x4"), "int32")
         a = tl.reinterpret(broadcast(word, lanes), f"uint8x{nbytes}")
         b = ins[1].vload([0, 0], f"int8x{nbytes}")
+        if kind in ("sdot", "usdot"):
+            return _aarch64_dot(kind, lanes, ins, outs)
         acc = outs[0].vload([0], f"int32x{lanes}")
         if kind == "maddubs":
             return outs[0].vstore([0], acc + _maddubs_exact(lanes, a, b))
