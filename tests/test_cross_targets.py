@@ -275,6 +275,33 @@ def test_kernels_run_on_the_target_under_qemu(spec, kernel, runners, tmp_path):
         np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("spec", FOREIGN)
+@pytest.mark.parametrize("name, args", [("gemm", (37, 29, 53)), ("softmax", (7, 45))])
+def test_auto_scheduled_workloads_run_on_the_target_under_qemu(spec, name, args, runners,
+                                                               tmp_path):
+    """The auto-scheduler's sketches (lanes and register blocks from the target) give code that
+    runs there."""
+    _needs_tools(spec)
+    import auto_schedule_workloads as workloads
+
+    from autotune.auto_schedule import generate
+    from autotune.space import FallbackConfig
+
+    with tl.Target(spec):
+        tensors = getattr(workloads, name)(*args)
+        s, _ = generate(tensors, FallbackConfig())
+        f = tl.build(s, tensors, name="kernel")
+    if name == "gemm":
+        assert re.search(VECTOR_FMA[spec], f.get_source("asm"))
+    f.export_library(tmp_path / "kernel.so")
+    inputs = _inputs([t for t in tensors if not isinstance(t.op, tl.ComputeOp)],
+                     np.random.default_rng(6))
+    proc, (result,) = _run(spec, runners[spec], tmp_path / "kernel.so", inputs)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(result, workloads.REFERENCES[name](*inputs.values()), rtol=1e-4,
+                               atol=1e-5)
+
+
 def _tiny_onnx_model(rng: np.random.Generator):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
