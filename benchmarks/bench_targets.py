@@ -19,6 +19,13 @@ fallback conv >= 0.7x PyTorch, tuned conv >= 1.0x PyTorch.
     python benchmarks/bench_targets.py --trials 0        # fallback configs only
     python benchmarks/bench_targets.py --targets haswell --only conv --trials 50
     python benchmarks/bench_targets.py --targets haswell --only matmul,dense
+    python benchmarks/bench_targets.py --mix            # inner-loop instruction mix per target
+
+`--mix` compiles the fallback kernels (no timing) for x86 (AVX2, this host) and for aarch64 NEON,
+SVE (neoverse-v1) and riscv64 RVV, and reads from the assembly of each kernel's hottest inner
+loop its vector FMAs, the bytes it loads, FMAs per loaded byte (the reuse of the register block)
+and its stack references (spills), with the kernel's stack references in all (benchmarks/
+isa_mix.py). Speed on those devices is measured there (docs/targets.md).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pathlib import Path
 import autotune
 import tensorlang as tl
 from bench_ops import Workload, _conv, _dense, _depthwise, _matmul, _ours
+from isa_mix import inner_loop_mix, spills
 from tensorlang.benchmark import compare
 
 TARGETS = {"haswell": "llvm -mcpu=haswell", "host": "llvm"}
@@ -139,6 +147,38 @@ def _header() -> str:
             f" | {'tuned: ours vs ref, ratio':<35} | tuned vs fallback")
 
 
+#: Targets of the instruction-mix table (compiled here, run elsewhere).
+MIX_TARGETS = {
+    "haswell": "llvm -mcpu=haswell",
+    "host": "llvm",
+    "neon": "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod",
+    "sve": "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-v1",
+    "rvv": "llvm -mtriple=riscv64-linux-gnu -mattr=+v,+f,+d",
+}
+
+
+def mix_table(only: str) -> None:
+    """Print the inner-loop instruction mix of each workload's fallback kernel per target."""
+    print(f"{'target':<8} | {'workload':<30} | {'insns':>5} | {'FMAs':>4} | {'bytes':>5} | "
+          f"{'FMA/byte':>8} | {'loop spills':>11} | {'kernel spills':>13}")
+    for name, spec in MIX_TARGETS.items():
+        target = tl.Target(spec)
+        for w in workloads():
+            if not any(part in w.label for part in only.split(",")):
+                continue
+            with warnings.catch_warnings(), target:
+                warnings.simplefilter("ignore")
+                inputs, out, schedule = w.build()
+                asm = tl.build(schedule([out]), [*inputs, out], name="kernel").get_source("asm")
+            mix = inner_loop_mix(asm, target)
+            if mix is None:
+                print(f"{name:<8} | {w.label:<30} | no loop found")
+                continue
+            print(f"{name:<8} | {w.label:<30} | {mix.instructions:>5} | {mix.fmas:>4} | "
+                  f"{mix.loaded_bytes:>5} | {mix.fmas_per_byte:>8.3f} | {mix.stack_refs:>11} | "
+                  f"{spills(asm, target):>13}", flush=True)
+
+
 def _child_env(name: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_UNSET[name]}
     env.update(ENV_SET[name])
@@ -152,9 +192,14 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run workloads whose label contains one of these (comma-separated)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating timing rounds")
     parser.add_argument("--log-dir", default=None, help="where tuning logs go (resumed)")
+    parser.add_argument("--mix", action="store_true",
+                        help="print the inner-loop instruction mix per target (no timing)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.mix:
+        mix_table(args.only)
+        return
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="bench_targets_"))
     log_dir.mkdir(parents=True, exist_ok=True)
     if args.child:

@@ -367,3 +367,33 @@ def test_gather_from_a_table_of_symbolic_length():
     for seq in (3, 7, 17):
         x = np.random.default_rng(seq).standard_normal((seq, 5)).astype("float32")
         np.testing.assert_array_equal(module(x=x)[0], np.take(x, indices, axis=0))
+
+
+def test_indexing_reductions_and_joins_along_symbolic_axes():
+    """gather_elements, gather_nd, concatenate, mean and a sizes tensor (`dims_tensor`) on
+    symbolic dims, built once and matched against numpy at 1, primes and the bound."""
+    g = tg.Graph()
+    x = g.input("x", ("n", "m"))
+    idx = g.input("idx", ("n", 3), "int64")
+    pairs = g.input("pairs", (4, 2), "int64")
+    gathered = g.apply("gather_elements", x, idx, axis=1)
+    joined = g.apply("concatenate", x, x, axis=1)
+    mean = g.apply("mean", joined, axis=(0, 1), keepdims=False)
+    picked = g.apply("gather_nd", x, pairs)
+    sizes = g.apply("dims_tensor", x, values=(dim_var("n"), dim_var("m") * 2 + 1), shape=(2,))
+    for out in (gathered, joined, mean, picked, sizes):
+        g.output(out)
+    m = tg.build(g, bounds={"n": (1, 13), "m": (1, 13)})
+    rng = np.random.default_rng(5)
+    for n, k in [(1, 1), (2, 7), (13, 5), (13, 13)]:
+        xv = rng.standard_normal((n, k)).astype("float32")
+        iv = rng.integers(-k, k, (n, 3)).astype("int64")  # negative indices count from the end
+        pv = np.stack([rng.integers(0, n, 4), rng.integers(-k, k, 4)], 1).astype("int64")
+        got = m(x=xv, idx=iv, pairs=pv)
+        both = np.concatenate([xv, xv], 1)
+        want = [np.take_along_axis(xv, iv % k, 1), both, both.mean(), xv[pv[:, 0], pv[:, 1]],
+                np.array([n, 2 * k + 1])]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{n} x {k}")
+        for a, b in zip(run_reference(g, {"x": xv, "idx": iv, "pairs": pv}), want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
-from ..symbolic import canon, canon_shape, is_symbolic
+from ..symbolic import canon, canon_shape, free_vars, is_symbolic
 from .graph import Graph, Node
 from .ops import OpPattern, get_op, infer_output
 
@@ -140,12 +140,27 @@ class GraphWriter:
         if not isinstance(value, np.ndarray):
             raise TypeError(f"expected a tensor, got {type(value).__name__} {value!r}")
         cached = self._constants.get(id(value))  # the array is kept alive by the cache
+        if value.dtype == object:
+            return self.sizes_node(value)
         if cached is None:
             named = self._array_names.get(id(value))
             name = named[1] if named is not None else self.name + "_const"
             cached = (value, self.graph.constant(value, name=name))
             self._constants[id(value)] = cached
         return cached[1]
+
+    def sizes_node(self, sizes: np.ndarray) -> Node:
+        """A shape value with symbolic sizes (`shape_value`) as an int64 tensor computed at run
+        time, which the graph inputs carrying its variables feed (`dims_tensor`)."""
+        names = free_vars(list(sizes.reshape(-1)))
+        carriers = []
+        for name in names:
+            carrier = next((n for n in self.graph.inputs if name in free_vars(n.shape)), None)
+            require(carrier is not None, f"the size {name} of no input")
+            if carrier not in carriers:
+                carriers.append(carrier)
+        return self.graph.apply("dims_tensor", *carriers, name=self.name + "_sizes",
+                                values=tuple(sizes.reshape(-1)), shape=sizes.shape)
 
     def op(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
         """Graph op `op_name` on `inputs`; evaluated now with the op's numpy reference when every

@@ -1,8 +1,10 @@
 """Graph ops whose output shape comes from symbolic sizes (the shape subgraphs of transformer
 exports): `arange` (ONNX Range with a symbolic limit: position ids), `full` (ConstantOfShape),
 `broadcast_dims` (Expand to a symbolic shape) and `slice_dims` (Slice with a symbolic end, e.g.
-a position table cut to the sequence length). Their sizes are attrs holding ints or symbolic
-dims; each has a numpy reference taking the sizes as ints (bound by `reference.run_reference`).
+a position table cut to the sequence length), and `dims_tensor` (an int64 tensor of sizes, to
+compute with: the row stride of a 2-D index into a (batch, seq) mask). Their sizes are attrs
+holding ints or symbolic dims; each has a numpy reference taking the sizes as ints (bound by
+`reference.run_reference`).
 """
 
 from __future__ import annotations
@@ -73,7 +75,37 @@ def _slice_ref(x: np.ndarray, axes: Sequence[int], begin: Sequence[int],
     return x[tuple(index)]
 
 
+def _dims_tensor(*carriers: tl.Tensor, values: Sequence[Any],
+                 shape: Sequence[int]) -> tl.Tensor:
+    """The sizes `values` (row-major) as an int64 tensor of `shape`. The `carriers` are tensors
+    whose shapes hold the sizes' variables: a kernel takes its variables from its arguments'
+    shapes, so they are its arguments, read only in a branch never taken (a schedule holds the
+    tensors that its computes read)."""
+    entries = [tl.cast(canon(v), "int64") if not isinstance(canon(v), int)
+               else tl.const(canon(v), "int64") for v in values]
+
+    def f(*i: Expr) -> Expr:
+        flat: Expr | int = 0
+        for k, n in zip(i, shape):
+            flat = flat * n + k
+        out = entries[-1]
+        for j in range(len(entries) - 2, -1, -1):
+            out = tl.if_then_else(flat == j, entries[j], out)
+        for c in carriers:
+            out = tl.if_then_else(flat < 0, c[(0,) * c.ndim].astype("int64"), out)
+        return out
+
+    return tl.compute(tuple(shape), f, name="dims_tensor", tag="injective")
+
+
+def _dims_tensor_ref(*carriers: np.ndarray, values: Sequence[int],
+                     shape: Sequence[int]) -> np.ndarray:
+    return np.array(values, "int64").reshape(tuple(shape))
+
+
 register_op("arange", _arange, _INJ, OpPattern.INJECTIVE, reference=_arange_ref)
 register_op("full", _full, _INJ, OpPattern.INJECTIVE, reference=_full_ref)
 register_op("broadcast_dims", _broadcast, _INJ, OpPattern.BROADCAST, reference=_broadcast_ref)
 register_op("slice_dims", _slice, _INJ, OpPattern.INJECTIVE, reference=_slice_ref)
+register_op("dims_tensor", _dims_tensor, _INJ, OpPattern.INJECTIVE, variadic=True,
+            reference=_dims_tensor_ref)

@@ -41,6 +41,7 @@ from .importer import (
     node_name,
     require,
     shape_of,
+    shape_value,
 )
 from .volumes import conv3d, pool3d
 
@@ -152,13 +153,18 @@ def _sym_value(fx: Any) -> Any:
     return val if isinstance(val, torch.SymInt) else None
 
 
-def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
-    """PyTorch's sympy expression of a size as a tl expression over `dim_var`s."""
+def sympy_size(expr: Any, symbol: Callable[[str], Any]) -> Any:
+    """PyTorch's sympy expression of a size evaluated with `symbol(name)` for its symbols: a tl
+    expression over `dim_var`s, or (given sizes) the size itself.
+
+    Raises:
+        UnsupportedError: an expression other than sums, products, floor divisions and powers.
+    """
     if expr.is_Integer:
         return int(expr)
     if expr.is_Symbol:
-        return dim_var(names.get(str(expr), str(expr)))
-    args = [_sympy_dim(a, names) for a in expr.args]
+        return symbol(str(expr))
+    args = [sympy_size(a, symbol) for a in expr.args]
     kind = type(expr).__name__
     if kind == "Add":
         return functools.reduce(operator.add, args)
@@ -169,6 +175,11 @@ def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
     if kind == "Pow" and isinstance(args[1], int) and args[1] > 0:
         return functools.reduce(operator.mul, [args[0]] * args[1])
     raise UnsupportedError(f"the size expression {expr}")
+
+
+def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
+    """PyTorch's sympy expression of a size as a tl expression over `dim_var`s."""
+    return sympy_size(expr, lambda name: dim_var(names.get(name, name)))
 
 
 def _check_supported(program: ExportedProgram) -> None:
@@ -354,8 +365,10 @@ class _Importer(GraphWriter):
         return self.cast(a, dtype), self.cast(b, dtype)
 
     def cast(self, value: Any, dtype: str) -> Value:
-        """`value` (a tensor or a Python number) as `dtype`."""
-        if not isinstance(value, (Node, np.ndarray)):
+        """`value` (a tensor, a Python number or a symbolic size) as `dtype`."""
+        if is_symbolic(value):  # a size read at run time (x * x.shape[0])
+            value = self.as_node(shape_value(value))
+        elif not isinstance(value, (Node, np.ndarray)):
             return np.array(value, dtype)
         return value if dtype_of(value) == dtype else self.op("cast", value, dtype=dtype)
 
@@ -366,7 +379,7 @@ class _Importer(GraphWriter):
             require(not isinstance(value, float) or dtype_of(like).startswith("float"),
                     f"an integer tensor with the float scalar {value} (PyTorch promotes it)")
             return np.array(value, dtype_of(like))
-        return value
+        return self.cast(value, dtype_of(like)) if is_symbolic(value) else value
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -930,10 +943,15 @@ def _slice(im: _Importer, x: Value, dim: int = 0, start: Any = None, end: Any = 
 @_converter("aten.select")
 def _select(im: _Importer, x: Value, dim: int, index: int) -> Value:
     dim = dim % len(shape_of(x))
-    index = int(index) % shape_of(x)[dim]
-    x, index = _concatenated_piece(x, dim, index)
-    piece = im.op("strided_slice", x, begin=(index,), end=(index + 1,), strides=(1,),
-                  axes=(dim,))
+    n = shape_of(x)[dim]
+    if is_symbolic(n):  # from the end of a symbolic axis: its start read at run time
+        begin = int(index) if index >= 0 else canon(n + int(index))
+        piece = im.op("slice_dims", im.as_node(x), axes=(dim,), begin=(begin,), size=(1,))
+    else:
+        index = int(index) % n
+        x, index = _concatenated_piece(x, dim, index)
+        piece = im.op("strided_slice", x, begin=(index,), end=(index + 1,), strides=(1,),
+                      axes=(dim,))
     return im.reshape(piece, [d for k, d in enumerate(shape_of(x)) if k != dim])
 
 
@@ -1170,7 +1188,11 @@ def _full(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
         value = kwargs.get("fill_value", args[2] if name == "new_full" else args[1])
     require(not isinstance(value, (Node, np.ndarray)) or isinstance(value, np.ndarray) and
             value.size == 1, "a fill value that is a tensor computed at run time")
-    return np.full(im.out_shape(), np.asarray(value).item(), im.out_dtype())
+    fill = np.array(np.asarray(value).item(), im.out_dtype())
+    shape = im.out_shape()
+    if any(is_symbolic(d) for d in shape):  # filled at run time, at the actual sizes
+        return im.graph.apply("full", im.as_node(fill), name=im.name, shape=shape)
+    return np.full(shape, fill)
 
 
 # -- comparisons, logic and selection ------------------------------------------------------------
@@ -1406,10 +1428,10 @@ def _flat_index(im: _Importer, tensors: Sequence[Value], sizes: Sequence[int]) -
     for idx, size in zip(tensors, sizes):
         idx = im.cast(idx, "int64")
         idx = im.op("where", im.op("less", idx, np.array(0, "int64")),
-                    im.op("add", idx, np.array(size, "int64")), idx) \
+                    im.op("add", idx, shape_value(size)), idx) \
             if len(tensors) > 1 else idx  # take wraps a single index itself
         flat = idx if flat is None else im.op(
-            "add", im.op("multiply", flat, np.array(size, "int64")), idx)
+            "add", im.op("multiply", flat, shape_value(size)), idx)
     return flat
 
 

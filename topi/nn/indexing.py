@@ -17,7 +17,7 @@ from tensorlang.expr import Expr
 
 from .elemwise import broadcast_read
 from .transform import INJECTIVE, _unravel
-from .utils import check_axis, check_tensor, const_shape
+from .utils import check_axis, check_tensor, const_shape, dims, static_dim
 
 
 def _check_indices(indices: tl.Tensor, what: str) -> None:
@@ -26,12 +26,15 @@ def _check_indices(indices: tl.Tensor, what: str) -> None:
         raise TypeError(f"{what}: indices must be integers, got {indices.dtype}")
 
 
-def wrap_index(raw: Expr, n: int) -> Expr:
-    """An index read at run time as an in-range int64 position along a dimension of size `n`:
-    negative values count from the end, anything still out of range is clamped."""
+def wrap_index(raw: Expr, n: int | Expr) -> Expr:
+    """An index read at run time as an in-range int64 position along a dimension of size `n`
+    (an int, or a symbolic size read at run time): negative values count from the end, anything
+    still out of range is clamped."""
     raw = raw.astype("int64")
-    wrapped = tl.if_then_else(raw < 0, raw + n, raw)
-    return tl.minimum(tl.maximum(wrapped, tl.const(0, "int64")), tl.const(n - 1, "int64"))
+    size = static_dim(n)
+    length = tl.const(size, "int64") if size is not None else tl.cast(n, "int64")
+    wrapped = tl.if_then_else(raw < 0, raw + length, raw)
+    return tl.minimum(tl.maximum(wrapped, tl.const(0, "int64")), length - 1)
 
 
 def _int_tuple(values: Sequence[int], what: str, minimum: int) -> tuple[int, ...]:
@@ -97,17 +100,20 @@ def gather_elements(x: tl.Tensor, indices: tl.Tensor, axis: int = 0) -> tl.Tenso
         raise ValueError(f"gather_elements: indices must have {x.ndim} dimensions like x, got "
                          f"shape {indices.shape}")
     axis = check_axis(axis, x.ndim, "gather_elements: axis")
-    dims, idims = const_shape(x, "gather_elements"), const_shape(indices, "gather_elements")
-    if any(idims[d] > dims[d] for d in range(x.ndim) if d != axis):
-        raise ValueError(f"gather_elements: indices shape {idims} exceeds x shape {dims} "
-                         f"outside axis {axis}")
+    # symbolic sizes (a sequence) are checked where both are known
+    sizes = [static_dim(d) for d in x.shape]
+    isizes = [static_dim(d) for d in indices.shape]
+    if any(None not in (isizes[d], sizes[d]) and isizes[d] > sizes[d]
+           for d in range(x.ndim) if d != axis):
+        raise ValueError(f"gather_elements: indices shape {indices.shape} exceeds x shape "
+                         f"{x.shape} outside axis {axis}")
 
     def f(*i: Expr) -> Expr:
         index = list(i)
-        index[axis] = wrap_index(indices[i], dims[axis])
+        index[axis] = wrap_index(indices[i], x.shape[axis])
         return x[tuple(index)]
 
-    return tl.compute(idims, f, name="gather_elements", tag=INJECTIVE)
+    return tl.compute(indices.shape, f, name="gather_elements", tag=INJECTIVE)
 
 
 def gather_nd(x: tl.Tensor, indices: tl.Tensor, batch_dims: int = 0) -> tl.Tensor:
@@ -115,23 +121,26 @@ def gather_nd(x: tl.Tensor, indices: tl.Tensor, batch_dims: int = 0) -> tl.Tenso
     batch_dims + m - 1; the output shape is indices.shape[:-1] + x.shape[batch_dims + m:]."""
     check_tensor(x, "gather_nd: x")
     _check_indices(indices, "gather_nd")
-    dims, idims = const_shape(x, "gather_nd"), const_shape(indices, "gather_nd")
+    xdims, idims = dims(x), dims(indices)
     b = batch_dims
     if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < min(x.ndim, indices.ndim):
         raise ValueError(f"gather_nd: batch_dims must be an int in [0, {min(x.ndim, indices.ndim)})"
                          f", got {batch_dims!r}")
     m = idims[-1]
-    if not 1 <= m <= x.ndim - b or idims[:b] != dims[:b]:
-        raise ValueError(f"gather_nd: indices shape {idims} does not index x shape {dims} with "
+    if not isinstance(m, int):
+        raise ValueError(f"gather_nd: the last axis of indices {idims} must have a static size")
+    if not 1 <= m <= x.ndim - b or any(static_dim(i) != static_dim(d) or static_dim(i) is None
+                                       and i is not d for i, d in zip(idims[:b], xdims[:b])):
+        raise ValueError(f"gather_nd: indices shape {idims} does not index x shape {xdims} with "
                          f"batch_dims={b}")
     q = indices.ndim - 1
 
     def f(*i: Expr) -> Expr:
         lead = i[:q]
-        picked = [wrap_index(indices[(*lead, k)], dims[b + k]) for k in range(m)]
+        picked = [wrap_index(indices[(*lead, k)], xdims[b + k]) for k in range(m)]
         return x[(*lead[:b], *picked, *i[q:])]
 
-    return tl.compute((*idims[:-1], *dims[b + m:]), f, name="gather_nd", tag=INJECTIVE)
+    return tl.compute((*idims[:-1], *xdims[b + m:]), f, name="gather_nd", tag=INJECTIVE)
 
 
 def _scatter(data: tl.Tensor, update_dims: Sequence[int], match, read_update, name: str

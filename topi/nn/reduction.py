@@ -7,13 +7,14 @@ vectorizes the innermost kept one.
 
 from __future__ import annotations
 
-import math
+import functools
+import operator
 from collections.abc import Callable, Sequence
 
 import tensorlang as tl
 from tensorlang.expr import Expr
 
-from .utils import check_axis, check_tensor, const_shape
+from .utils import check_axis, check_tensor, dims
 
 REDUCE = "reduce"
 
@@ -35,13 +36,14 @@ def normalize_axes(axis: AxisLike, ndim: int, what: str) -> list[int]:
 
 
 def _reduce(x: tl.Tensor, axis: AxisLike, keepdims: bool, reducer: Callable,
-            name: str) -> tuple[tl.Tensor, int]:
-    """reducer(x) over `axis`, and how many elements each output reduces."""
+            name: str) -> tuple[tl.Tensor, int | Expr]:
+    """reducer(x) over `axis`, and how many elements each output reduces (symbolic where a
+    reduced axis is)."""
     check_tensor(x, f"{name}: x")
     if not isinstance(keepdims, bool):
         raise TypeError(f"{name}: keepdims must be a bool, got {keepdims!r}")
     axes = normalize_axes(axis, x.ndim, name)
-    shape = const_shape(x, name)
+    shape = dims(x)
     rvs = {a: tl.reduce_axis((0, shape[a]), name=f"k{a}") for a in axes}
     out_shape = tuple(1 if k in rvs else d for k, d in enumerate(shape)
                       if keepdims or k not in rvs)
@@ -58,7 +60,7 @@ def _reduce(x: tl.Tensor, axis: AxisLike, keepdims: bool, reducer: Callable,
                 full.append(next(kept))
         return reducer(x[tuple(full)], axis=list(rvs.values()))
 
-    count = math.prod(shape[a] for a in axes)
+    count = functools.reduce(operator.mul, (shape[a] for a in axes), 1)
     if not axes:  # nothing to reduce: numpy returns the input unchanged
         return tl.compute(shape, lambda *i: x[i], name=name, tag="elemwise"), count
     return tl.compute(out_shape, f, name=name, tag=REDUCE), count
@@ -85,5 +87,6 @@ def mean(x: tl.Tensor, axis: AxisLike = None, keepdims: bool = False) -> tl.Tens
     if not x.dtype.startswith("float"):
         raise TypeError(f"mean: x must be a float tensor, got {x.dtype}")
     total, count = _reduce(x, axis, keepdims, tl.sum, "mean_sum")
-    scale = tl.const(1.0 / count, x.dtype)
+    scale = tl.const(1.0 / count, x.dtype) if isinstance(count, int) else \
+        tl.const(1.0, x.dtype) / tl.cast(count, x.dtype)
     return tl.compute(total.shape, lambda *i: total[i] * scale, name="mean", tag="elemwise")

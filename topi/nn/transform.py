@@ -6,7 +6,9 @@ of a window op is instead materialised once when that keeps conditions out of th
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Sequence
 
 import tensorlang as tl
@@ -242,17 +244,15 @@ def concatenate(xs: Sequence[tl.Tensor], axis: int = 0) -> tl.Tensor:
                     f"outside axis {axis}"
                 )
         size = static_dim(t.shape[axis])
-        if size is None:
-            raise ValueError(f"concatenate: xs[{k}] must have a static size along axis {axis}")
-        sizes.append(size)
+        sizes.append(t.shape[axis] if size is None else size)  # symbolic: a cache and new keys
     shape = list(xs[0].shape)
-    shape[axis] = sum(sizes)
+    shape[axis] = functools.reduce(operator.add, sizes)
 
-    starts = [sum(sizes[:k]) for k in range(len(xs))]
+    starts = [functools.reduce(operator.add, sizes[:k], 0) for k in range(len(xs))]
 
     def read(k: int, i: tuple) -> Expr:
         index = list(i)
-        index[axis] = i[axis] - starts[k] if starts[k] else i[axis]
+        index[axis] = i[axis] - starts[k] if static_dim(starts[k]) != 0 else i[axis]
         return xs[k][tuple(index)]
 
     def f(*i: Expr) -> Expr:

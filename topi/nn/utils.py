@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import tensorlang as tl
 from tensorlang.arith import const_value
+from tensorlang.expr import Expr
 
 PaddingLike = int | str | Sequence[int]
 
@@ -90,6 +91,11 @@ def static_dim(dim: object) -> int | None:
     if isinstance(dim, int):
         return dim
     return const_value(dim)  # type: ignore[arg-type]
+
+
+def dims(tensor: tl.Tensor) -> tuple[int | Expr, ...]:
+    """The shape of `tensor` with its constant dims as ints, its symbolic ones as expressions."""
+    return tuple(d if (v := static_dim(d)) is None else v for d in tensor.shape)
 
 
 def const_shape(tensor: tl.Tensor, what: str) -> tuple[int, ...]:
