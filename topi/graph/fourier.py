@@ -51,7 +51,8 @@ def _matrices(n: int, kept: int, scale: float, dtype: str) -> tuple[np.ndarray, 
 
 def _along(im: GraphWriter, z: Complex, axis: int, cos: np.ndarray, sin: np.ndarray,
            inverse: bool) -> Complex:
-    """(C ∓ iS) z along `axis`: re' = C re ± S im, im' = C im ∓ S re (upper signs: forward)."""
+    """(C - iS) z along `axis` (C + iS when `inverse`): re' = C re + S im and
+    im' = C im - S re forward, the signs of S the other way round for the inverse."""
     sign = -1.0 if inverse else 1.0
     real = _product(im, z.real, axis, cos)
     imag = _product(im, z.real, axis, -sign * sin)
