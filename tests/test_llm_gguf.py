@@ -1,8 +1,8 @@
 """The GGUF importer (`tg.from_gguf`) on files written with the gguf package's GGUFWriter from a
 tiny transformers model's random weights: Q8_0 and Q4_0 projections (quantized by
 gguf.quants.quantize), an F16 embedding, F32 norms, llama's permuted Q/K rows and Qwen2's
-biases; the logits of every prompt token match PyTorch's with the same dequantized weights, and
-greedy generation from the file matches transformers' token for token."""
+biases; the logits of a prompt and of a decode step match PyTorch's with the same dequantized
+weights, and greedy generation from the file matches transformers' token for token."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from wild_models import torchvision
 
 import topi.graph as tg
 from topi.graph.llm.gguf_import import load_gguf
-from topi.graph.llm.llama import HF_LAYER_NAMES, HF_NAMES, build_llama_graph, weights_from_hf
+from topi.graph.llm.llama import HF_LAYER_NAMES, HF_NAMES, weights_from_hf
 
 gguf = pytest.importorskip("gguf", reason="the gguf extra is not installed")
 
@@ -126,40 +126,32 @@ def test_weights_stay_quantized(written):
     assert model.config.rope_theta == 5000.0 and model.config.num_key_value_heads == 2
 
 
-def test_logits_match_pytorch(written):
+@pytest.fixture(scope="module")
+def from_file(written):
+    return tg.from_gguf(written[0], max_length=48)
+
+
+def test_logits_match_pytorch(written, from_file):
+    """The prompt's last logits (prefill module), then a next token's (decode module)."""
     import torch
 
-    path, model, _ = written
-    loaded = load_gguf(path)
-    m = tg.build(build_llama_graph(loaded.config, loaded.weights, all_logits=True))
-    outs = m(input_ids=PROMPT, positions=np.arange(PROMPT.size), key_positions=np.array([10**9]),
-             **{f"past_{kv}{i}": np.zeros((1, 2, 16), np.float32) for i in range(2)
-                for kv in "kv"})
+    model, lm = written[1], from_file
+    lm.reset()
+    tokens = np.array([*PROMPT, 17])
+    got = [lm(PROMPT), lm(tokens[-1:])]
     with torch.no_grad():
-        expected = model(torch.tensor(PROMPT)[None]).logits[0].numpy()
-    np.testing.assert_allclose(outs[0], expected, rtol=1e-4, atol=2e-5)
+        expected = model(torch.tensor(tokens)[None]).logits[0, -2:].numpy()
+    np.testing.assert_allclose(np.stack(got), expected, rtol=1e-4, atol=2e-5)
 
 
-def test_greedy_generation_from_the_file(written):
+def test_greedy_generation_from_the_file(written, from_file):
     import torch
 
-    path, model, _ = written
-    lm = tg.from_gguf(path, max_length=48)
+    model = written[1]
     with torch.no_grad():
         expected = model.generate(torch.tensor(PROMPT)[None], max_new_tokens=32,
                                   min_new_tokens=32, do_sample=False)[0].numpy()
-    np.testing.assert_array_equal(tg.generate(lm, PROMPT, 32), expected)
-
-
-def test_other_architectures_are_refused(tmp_path):
-    writer = gguf.GGUFWriter(str(tmp_path / "bert.gguf"), "bert")
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    with pytest.raises(ValueError, match="'bert' is not llama-family"):
-        tg.from_gguf(tmp_path / "bert.gguf")
+    np.testing.assert_array_equal(tg.generate(from_file, PROMPT, 32), expected)
 
 
 @pytest.mark.parametrize("written", [("llama", "Q4_0")], indirect=True, ids=["llama-Q4_0"])
