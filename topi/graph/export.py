@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tensorlang.codegen.intrinsics import uses_vector_libm
+from tensorlang.runtime.export import c_string
 from tensorlang.runtime.jit import parse_and_optimize
 from tensorlang.runtime.threadpool import SOURCE_PATHS
 from tensorlang.runtime.toolchain import link_shared
@@ -63,10 +64,6 @@ class BuiltModel(Protocol):
     target: Any
 
     def arena_offset(self, array: np.ndarray) -> int | None: ...
-
-
-def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class _Weights:
@@ -129,7 +126,7 @@ def entry_source(decls: Sequence[str], meta: dict[str, Any], arena_bytes: int, p
         "void *tl_aligned_alloc(int64_t size);",
         "extern const unsigned char tlg_weights[];",
         *decls,
-        f"const char tlg_meta[] = {_c_string(json.dumps(meta))};",
+        f"const char tlg_meta[] = {c_string(json.dumps(meta))};",
         "static unsigned char *arena;",
         f"int tlg_run(void *const *inputs, void *const *outputs{params}) {{",
         f"  if (!arena && !(arena = tl_aligned_alloc({max(arena_bytes, ALIGN)})))",
