@@ -36,3 +36,25 @@ def aligned_copy(value: Any) -> np.ndarray:
     out = aligned_empty(value.shape, value.dtype)
     out[...] = value
     return out
+
+
+def memory_key(value: np.ndarray) -> tuple:
+    """What identifies the data an array reads (while the array lives): two arrays with equal
+    keys view the same memory alike, so they hold equal values."""
+    return (value.__array_interface__["data"][0], value.shape, value.strides, value.dtype.str)
+
+
+def is_aligned(value: np.ndarray) -> bool:
+    """Whether `value` is C-contiguous and its data starts on a 64-byte boundary."""
+    return value.flags.c_contiguous and value.__array_interface__["data"][0] % ALIGNMENT == 0
+
+
+def aligned_read_only(value: Any) -> np.ndarray:
+    """`value` as a read-only, C-contiguous, 64-byte aligned array: a read-only view of `value`
+    itself where it already lies so (a model's weight is read where it is, not copied: PyTorch
+    allocates 64-byte aligned), else an aligned copy."""
+    value = np.asarray(value)
+    out = value.view() if is_aligned(value) and not value.dtype.hasobject else \
+        aligned_copy(value)
+    out.setflags(write=False)
+    return out

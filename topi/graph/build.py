@@ -22,7 +22,7 @@ import autotune
 import tensorlang as tl
 
 from .. import x86
-from .aligned import aligned_empty
+from .aligned import aligned_empty, memory_key
 from .buckets import bucket_kernels, log_buckets
 from .cache import compiler_version, get_kernel, request_kernel
 from .graph import Graph, Node, NodeKind, op_label
@@ -217,11 +217,11 @@ def _kernels(ops: Sequence[Node], tgt: tl.Target, cache_dir: Any, prepack: bool,
         key = spec.key(str(tgt), compiler_version())
         kernel = request_kernel(key, lambda spec=spec: (spec.schedule(), spec.params), tgt,
                                 cache_dir)
-        packs = [_pack_kernel(p, key, tgt, cache_dir) for p in spec.packs]
+        packs = [_pack_kernel(p, tgt, cache_dir) for p in spec.packs]
         requests.append((node, spec, kernel, packs))
         if spec.config == "fallback" and spec.workload is not None:
             untuned[repr(spec.workload)] = spec.workload
-    packed: dict[tuple[str, int], np.ndarray] = {}
+    packed: dict[tuple[str, tuple], np.ndarray] = {}
     for node, spec, kernel, packs in requests:
         yield node, kernel.result(), {
             p.index: _prepacked(p, node, pack_key, pack_kernel.result(), tgt, packed)
@@ -233,21 +233,21 @@ def _arguments(node: Node, weights: dict[int, np.ndarray],
     return [buffers[o] if isinstance(o, str) else o for o in node_operands(node, weights)]
 
 
-def _pack_kernel(pack: Pack, key: str, target: tl.Target, cache_dir: Any) -> tuple[str, Any]:
-    """The key and the requested kernel (a future) that packs input `pack.index` of the kernel
-    of `key`."""
-    pack_key = hashlib.sha256(f"{key}/pack{pack.index}".encode()).hexdigest()
-    return pack_key, request_kernel(pack_key, lambda: (x86.schedule_injective([pack.packed]),
-                                                       [pack.weight, pack.packed]), target,
-                                    cache_dir)
+def _pack_kernel(pack: Pack, target: tl.Target, cache_dir: Any) -> tuple[str, Any]:
+    """The key and the requested kernel (a future) that packs a weight as `pack` does (one per
+    packing, whichever kernels read the packed weight)."""
+    weight, packed, text = pack.canonical()
+    pack_key = hashlib.sha256(f"{text}/{target}/{compiler_version()}".encode()).hexdigest()
+    return pack_key, request_kernel(pack_key, lambda: (x86.schedule_injective([packed]),
+                                                       [weight, packed]), target, cache_dir)
 
 
 def _prepacked(pack: Pack, node: Node, pack_key: str, kernel: Any, target: tl.Target,
-               done: dict[tuple[str, int], np.ndarray]) -> np.ndarray:
+               done: dict[tuple[str, tuple], np.ndarray]) -> np.ndarray:
     """The weight of input `pack.index` of `node` in its kernel's packed layout (packed once per
-    constant and packing kernel)."""
+    weight and packing: the kernels that share a weight share its packed copy)."""
     weight = node.inputs[pack.index]
-    memo = (pack_key, id(weight))
+    memo = (pack_key, memory_key(weight.value))
     if memo not in done:
         shape, dtype = tensor_spec(pack.packed, f"packed weight of {node!r}")
         out = aligned_empty(shape, dtype)

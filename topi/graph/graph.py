@@ -38,7 +38,7 @@ from tensorlang.expr import Expr
 
 from ..symbolic import canon, dim_str, dim_var, evaluate_shape, is_symbolic
 from . import import_ops  # noqa: F401  (registers the ops that `_OP_METHODS` names)
-from .aligned import aligned_copy
+from .aligned import aligned_copy, aligned_read_only
 from .ops import OpPattern, freeze_attr, get_op, infer_output, registered_ops
 
 INPUT, CONSTANT, FUSED = "input", "constant", "fused"
@@ -269,9 +269,13 @@ class Graph:
         node = Node(name, INPUT, (), {}, _check_shape(shape, where), _check_dtype(dtype, where))
         return self.add_node(node)
 
-    def constant(self, array: Any, name: str | None = None) -> Node:
-        """A constant holding (a read-only copy of) `array`."""
-        value = aligned_copy(array)  # kernels read constants in place, whole lines
+    def constant(self, array: Any, name: str | None = None, share: bool = False) -> Node:
+        """A constant holding (a read-only copy of) `array`; with `share`, `array` itself (a
+        read-only view) where it is C-contiguous and 64-byte aligned, for arrays that nobody
+        writes while the graph lives (a model's weights, values computed at import): the graph
+        then costs no memory of its own for them."""
+        # kernels read constants in place, whole lines
+        value = aligned_read_only(array) if share else aligned_copy(array)
         where = f"Graph.constant {name or ''}".rstrip()
         dtype = _check_dtype(value.dtype, where)
         value.setflags(write=False)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from typing import Any
 
 import numpy as np
 
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
+from .aligned import memory_key
 from ..symbolic import canon, canon_shape, free_vars, is_symbolic
 from .graph import Graph, Node
 from .ops import OpPattern, get_op, infer_output
@@ -119,13 +121,19 @@ def node_name(text: str) -> str:
 
 class GraphWriter:
     """The graph being built, the name for the ops of the source node being converted, and one
-    constant per numpy array."""
+    constant per array of data.
+
+    A model's weights stay the source's own memory: arrays are shared into the graph, not copied
+    (`Graph.constant(share=True)`), and an op folded at import is folded once per set of input
+    arrays (a weight that twelve layers share, as ALBERT's, is transposed once, into one
+    constant, not twelve). Folded values are read-only, as the weights are."""
 
     def __init__(self) -> None:
         self.graph = Graph()
         self.name = "value"
-        self._constants: dict[int, tuple[np.ndarray, Node]] = {}
+        self._constants: dict[tuple, tuple[np.ndarray, Node]] = {}
         self._array_names: dict[int, tuple[np.ndarray, str]] = {}
+        self._folds: dict[tuple, tuple[list[weakref.ref], weakref.ref]] = {}
 
     def named_array(self, array: np.ndarray, name: str) -> np.ndarray:
         """`array`, remembered under the source model's `name` (a weight's graph constant is
@@ -139,14 +147,15 @@ class GraphWriter:
             return value
         if not isinstance(value, np.ndarray):
             raise TypeError(f"expected a tensor, got {type(value).__name__} {value!r}")
-        cached = self._constants.get(id(value))  # the array is kept alive by the cache
         if value.dtype == object:
             return self.sizes_node(value)
+        key = memory_key(value)  # the array is kept alive by the cache: its address stays its own
+        cached = self._constants.get(key)
         if cached is None:
             named = self._array_names.get(id(value))
             name = named[1] if named is not None else self.name + "_const"
-            cached = (value, self.graph.constant(value, name=name))
-            self._constants[id(value)] = cached
+            cached = (value, self.graph.constant(value, name=name, share=True))
+            self._constants[key] = cached
         return cached[1]
 
     def sizes_node(self, sizes: np.ndarray) -> Node:
@@ -169,11 +178,7 @@ class GraphWriter:
                 v.dtype == object for v in inputs):
             return shape_value_op(op_name, inputs, attrs)
         if all(isinstance(v, np.ndarray) for v in inputs):
-            _, dtype = infer_output(op_name, [(v.shape, str(v.dtype)) for v in inputs], attrs)
-            reference = get_op(op_name).reference
-            if reference is None:
-                raise UnsupportedError(f"graph op {op_name!r} on constants (it has no reference)")
-            return np.asarray(reference(*inputs, **attrs)).astype(dtype)
+            return self._fold(op_name, inputs, attrs)
         on_rows = self._on_rows(op_name, inputs, attrs)
         if on_rows is not None:
             return on_rows
@@ -183,6 +188,28 @@ class GraphWriter:
             return square if int(inputs[1]) == 2 else self.op("multiply", square, x)
         nodes = [self.as_node(v) for v in inputs]
         return self.graph.apply(op_name, *nodes, name=self.name, **attrs)
+
+    def _fold(self, op_name: str, inputs: tuple[np.ndarray, ...], attrs: dict) -> np.ndarray:
+        """Graph op `op_name` on arrays, by its numpy reference: read-only, a view of its input
+        where the reference makes one (a transpose), and the same array for the same op on the
+        same arrays (only weak references are kept: a value nothing reads is freed)."""
+        key = (op_name, tuple(id(v) for v in inputs), repr(sorted(attrs.items())))
+        known = self._folds.get(key)
+        if known is not None:
+            sources, result = known
+            value = result()
+            if value is not None and all(s() is v for s, v in zip(sources, inputs)):
+                return value
+        _, dtype = infer_output(op_name, [(v.shape, str(v.dtype)) for v in inputs], attrs)
+        reference = get_op(op_name).reference
+        if reference is None:
+            raise UnsupportedError(f"graph op {op_name!r} on constants (it has no reference)")
+        value = np.asarray(reference(*inputs, **attrs)).astype(dtype, copy=False)
+        if any(value is v for v in inputs):
+            value = value.view()  # an identity: a view of its own, so it can be remembered
+        value.setflags(write=False)
+        self._folds[key] = ([weakref.ref(v) for v in inputs], weakref.ref(value))
+        return value
 
     def reshape(self, x: Value, shape: Any) -> Value:
         """`x` reshaped (itself when the shape does not change); a reshape of a reshape reads

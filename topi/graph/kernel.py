@@ -86,6 +86,18 @@ class Pack:
     packed: tl.Tensor
     placeholder: tl.Tensor
 
+    def canonical(self) -> tuple[tl.Tensor, tl.Tensor, str]:
+        """The packing read from a weight placeholder of its own (named as no kernel input is),
+        and a text that describes it whole: packs with equal texts pack a weight alike, whatever
+        kernel reads the result (a dense alone and the same dense fused with its bias), so a
+        weight is packed, and the packing compiled, once."""
+        weight = tl.placeholder(self.weight.shape, self.weight.dtype, name="weight")
+        packed = replace_tensor(self.packed, self.weight, weight)
+        op = packed.op
+        text = json.dumps([op.name, op.tag, repr(op.attrs), repr(op.axis), repr(op.body),
+                           repr(tuple(weight.shape)), weight.dtype, packed.dtype], default=str)
+        return weight, packed, text
+
 
 @dataclass
 class KernelSpec:

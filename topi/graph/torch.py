@@ -79,7 +79,11 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
 
     Returns:
         The Graph, with one input per tensor argument (named as `forward`'s parameters) and the
-        module's outputs in order.
+        module's outputs in order. Its constants are the module's parameters and buffers
+        themselves (read-only views of their memory, not copies, where they are contiguous CPU
+        tensors; a weight that several layers share is one constant), and a built Module reads
+        them in place where its kernels take them as they lie: import and build again after
+        changing the weights.
 
     Raises:
         UnsupportedError: ATen ops or arguments the frontend does not translate (every op at once,
@@ -233,7 +237,12 @@ class _Missing:
 
 
 def _numpy(t: Any) -> np.ndarray:
-    return t.detach().cpu().contiguous().numpy().copy()
+    """A parameter's, buffer's or lifted constant's values, read-only: the tensor's own memory
+    where it is a contiguous CPU tensor (the graph then holds the model's weights, not copies of
+    them), else a copy."""
+    array = t.detach().cpu().resolve_conj().resolve_neg().contiguous().numpy()
+    array.setflags(write=False)
+    return array
 
 
 class _Importer(GraphWriter):

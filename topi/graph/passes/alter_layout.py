@@ -136,7 +136,7 @@ class _Rewriter:
         return new
 
     def constant(self, old: Node, value: np.ndarray) -> Node:
-        return self.out.constant(np.ascontiguousarray(value), name=f"{old.name}_NCHWc")
+        return self.out.constant(value, name=f"{old.name}_NCHWc")  # one aligned copy
 
     def conv_blocks(self, old: Node, data: Node, weight: Node) -> tuple[int, int] | None:
         """(input block, output block) of a convolution in NCHW[x]c, or None when it stays in

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..aligned import aligned_empty
 from ..graph import Graph, Node, NodeKind
 from .common import rewrite
 
@@ -30,7 +31,11 @@ def _scaled_weight(conv: Node, scale: np.ndarray) -> np.ndarray:
         factor = scale.reshape(weight.shape[0], weight.shape[1], 1, 1)
     else:  # (K, C / groups, R, S)
         factor = scale.reshape(-1, 1, 1, 1)
-    return (weight.astype(np.float64) * factor).astype(weight.dtype)
+    # the product in float64 (the ufunc's loop, chunk by chunk), written once into the result:
+    # no whole float64 copies of the weight
+    out = aligned_empty(weight.shape, weight.dtype)
+    np.multiply(weight, factor, out=out, casting="unsafe")
+    return out
 
 
 def fold_batch_norm(g: Graph) -> Graph:
@@ -62,7 +67,8 @@ def fold_batch_norm(g: Graph) -> Graph:
         scale = gamma / np.sqrt(var + node.attrs.get("epsilon", 1e-5))
         old_bias = bias.inputs[1].value.astype(np.float64) if bias is not None else 0.0
         dtype = conv.inputs[1].dtype
-        weight = out.constant(_scaled_weight(conv, scale), name=f"{conv.inputs[1].name}_bn")
+        weight = out.constant(_scaled_weight(conv, scale), name=f"{conv.inputs[1].name}_bn",
+                              share=True)
         folded = out.apply(conv.op, conv.inputs[0], weight, name=f"{conv.name}_bn", **conv.attrs)
         shift = out.constant(((old_bias - mean) * scale + beta).astype(dtype),
                              name=f"{node.name}_shift")

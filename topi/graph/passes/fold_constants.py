@@ -28,6 +28,7 @@ def fold_constants(g: Graph) -> Graph:
             value = reference_value(node, [i.value for i in inputs])
         except NotImplementedError:
             return None
-        return out.constant(value, name=node.name)
+        # the value is new, or a view of read-only constants (a reshaped weight): not copied
+        return out.constant(value, name=node.name, share=True)
 
     return rewrite(g, visit)
