@@ -149,3 +149,21 @@ def test_transformer_logits_close_to_float(bits, group_size, least, tokens, rng)
     got = tg.build(q)(**feeds)[0].ravel()
     cosine = got @ reference / np.linalg.norm(got) / np.linalg.norm(reference)
     assert least <= cosine < 1 - 1e-7  # quantized, and close
+
+
+def test_kernel_defaults_to_one_group_per_row(rng):
+    """topi's dense_quantized without a group size scales each output channel (K is the group)."""
+    import tensorlang as tl
+    from topi.nn.dense_quantized import dense_quantized
+    from topi.x86.dense_quantized import schedule_dense_quantized
+
+    x = tl.placeholder((1, 41), "float32", name="x")
+    w = tl.placeholder((7, 41), "int8", name="w")
+    s = tl.placeholder((7, 1), "float32", name="s")
+    out = dense_quantized(x, w, s)
+    f = tl.build(schedule_dense_quantized([out]), [x, w, s, out])
+    packed = quantize_int8(rng.standard_normal((7, 41)).astype(np.float32))
+    data = rng.standard_normal((1, 41)).astype(np.float32)
+    got = np.zeros((1, 7), np.float32)
+    f(data, packed.weight, packed.scale, got)
+    np.testing.assert_allclose(got, data @ packed.dequantize().T, rtol=1e-5, atol=1e-5)

@@ -36,8 +36,8 @@ INT4_MIDPOINT = 8
 
 
 def _check(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor, zero: tl.Tensor | None,
-           bits: int, group_size: int) -> tuple[object, int, int]:
-    """(M, K, N) after checking the operands against each other."""
+           bits: int, group_size: int | None) -> tuple[object, int, int]:
+    """(M, K, N) after checking the operands against each other (no group size: K)."""
     for name, t in (("data", data), ("weight", weight), ("scale", scale)):
         check_tensor(t, f"dense_quantized {name}")
     if bits not in (4, 8):
@@ -56,6 +56,7 @@ def _check(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor, zero: tl.Tensor
     if tuple(static_dim(d) for d in weight.shape) != expected[0] or weight.dtype != expected[1]:
         raise ValueError(f"dense_quantized: weight must be {expected[1]} {expected[0]} for "
                          f"bits={bits} and K={k}, got {weight.dtype} {tuple(weight.shape)}")
+    group_size = group_size or k
     if group_size < 1 or k % group_size or (bits == 4 and group_size % INT4_BLOCK):
         raise ValueError(f"dense_quantized: group_size {group_size} must divide K={k}"
                          + (f" and be a multiple of {INT4_BLOCK}" if bits == 4 else ""))
@@ -80,8 +81,7 @@ def dense_quantized(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
         ValueError: shapes or dtypes that do not fit `bits` and `group_size` (K must be a
             multiple of the group, and int4 groups a multiple of 32).
     """
-    m, k, n = _check(data, weight, scale, zero, bits,
-                     group_size if group_size is not None else data.shape[1])
+    m, k, n = _check(data, weight, scale, zero, bits, group_size)
     group_size = group_size or k
     groups = k // group_size
     if bits == 8 and groups == 1:
@@ -143,5 +143,5 @@ def dense_dequantized(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
     """`dense_quantized`'s product as a float GEMM (`nn.dense`, tag "dense") whose weight panels
     are dequantized as they are packed: for many rows of data (a prompt), where dequantizing
     in the inner loop would repeat the work for every row."""
-    _check(data, weight, scale, zero, bits, group_size or data.shape[1])
+    _check(data, weight, scale, zero, bits, group_size)
     return dense(data, dequantize_weight(weight, scale, zero, bits, group_size))
