@@ -340,6 +340,27 @@ def test_an_onnx_model_runs_on_the_target_under_qemu(spec, runners, tmp_path):
     np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_symbolic_model_for_another_architecture_raises_and_exports(runners, tmp_path):
+    pytest.importorskip("onnx")
+    import topi.graph as tg
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = np.random.default_rng(7).standard_normal((8, 5)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
+        "symbolic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 5])],
+        [numpy_helper.from_array(weight, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m = tg.build(tg.from_onnx(model), target=NEON, bounds={"n": 64})
+    with pytest.raises(RuntimeError, match="compiled for aarch64 .* cannot run it"):
+        m(x=np.ones((3, 8), np.float32))
+    _needs_tools(NEON)
+    m.export_library(tmp_path / "model.so")
+    proc, _ = _run(NEON, runners[NEON], tmp_path / "model.so", {"x": np.ones((3, 8), np.float32)})
+    assert proc.returncode != 0 and "symbolic sizes is not supported" in proc.stderr
+
+
 # -- the runner itself (natively: no emulator needed) ----------------------------------------
 
 def test_runner_checks_its_arguments_natively(tmp_path):

@@ -22,6 +22,7 @@ from .args import ArgChecker, Signature
 from .export import export_library, open_library
 from .fastcall import fast_caller
 from .threadpool import native
+from .toolchain import require_native
 
 
 @dataclass(frozen=True)
@@ -172,10 +173,7 @@ class Module:
     def _require_native(self) -> None:
         """Raise unless this machine can run the kernel's code."""
         if self._fn is None:
-            raise RuntimeError(
-                f"kernel {self.name} is compiled for {self.target.arch} ({self.target}) and "
-                f"this machine cannot run it: export_library(path) and run the library on a "
-                f"{self.target.arch} device (`tensorlang runner --target ...` writes a runner)")
+            require_native(f"kernel {self.name}", self.target)
 
     def get_source(self, fmt: str = "ll") -> str:
         """The kernel's code: "ll" (LLVM IR), "asm" (assembly) or "ir" (the loop IR)."""

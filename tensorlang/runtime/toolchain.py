@@ -70,6 +70,16 @@ def run_compiler(target: Target, args: Sequence[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
 
 
+def require_native(what: str, target: Target) -> None:
+    """Raise a RuntimeError unless this machine runs `target`'s code (`what`: "kernel NAME",
+    "this model") naming what to do instead."""
+    if not target.runs_here:
+        raise RuntimeError(
+            f"{what} is compiled for {target.arch} ({target}) and this machine cannot run it: "
+            f"export_library(path) and run the library on a {target.arch} device "
+            "(`tensorlang runner --target ...` writes a runner)")
+
+
 def sysroot(target: Target) -> Path:
     """Where the cross C library of `target` lies (qemu's `-L`): /usr/<arch>-linux-gnu."""
     return Path(f"/usr/{target.arch}-linux-gnu")

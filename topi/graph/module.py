@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tensorlang.runtime.threadpool import native
+from tensorlang.runtime.toolchain import require_native
 
 from .cache import CompiledKernel
 from .export import export_model
@@ -91,11 +92,7 @@ class Module(ModelBase):
         return len({s.kernel.key for s in self.steps})
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if not self.target.runs_here:
-            raise RuntimeError(
-                f"this model is compiled for {self.target.arch} ({self.target}) and this machine "
-                f"cannot run it: export_library(path) and run the library on a "
-                f"{self.target.arch} device (`tensorlang runner --target ...` writes a runner)")
+        require_native("this model", self.target)
         for buffer, value in zip(self.input_buffers, arrays):
             np.copyto(buffer, value)
         for fn, argv, checked in self._calls:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tensorlang.runtime.threadpool import native
+from tensorlang.runtime.toolchain import require_native
 
 from autotune.buckets import pick
 
@@ -145,6 +146,7 @@ class SymbolicModule(ModelBase):
         return prepared
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        require_native("this model", self.target)
         shapes = tuple(a.shape for a in arrays)
         prepared = self._by_shapes.get(shapes)
         if prepared is None:
