@@ -50,8 +50,9 @@ def this_host() -> HostCPU:
 
 def resolve_target(target: str) -> str:
     """`target` with its CPU spelled out: "llvm" means the CPU of the machine that runs the
-    tuning, and code built for it on another machine must still be for that CPU."""
+    tuning, and code built for it on another machine must still be for that CPU. A target of
+    another architecture is explicit as it is (its CPU defaults to LLVM's generic one)."""
     t = tl.Target(target)
-    if "-mcpu=" in str(t):
+    if "-mcpu=" in str(t) or not t.runs_here:
         return str(t)
     return f"llvm -mcpu={t.mcpu}" + (f" -mattr={t.features}" if t.features else "")

@@ -238,6 +238,17 @@ def test_calling_code_of_another_architecture_raises(spec):
     assert "define" in f.get_source("ll") and "for i.outer" in f.get_source("ir")
 
 
+def test_tuning_for_another_architecture_fails_clearly_instead_of_timing_host_code():
+    """A measurement runs the code where the tuner runs: here it cannot, and no trial may time
+    x86 code compiled in its place."""
+    import autotune
+
+    task = autotune.create_task("dense.x86", ((13, 31), (19, 31), "float32"), target=NEON)
+    assert task.target == NEON
+    with pytest.raises(autotune.TuningError, match="compiled for aarch64"):
+        autotune.tune(task, trials=2, progress=False)
+
+
 # -- libraries run under qemu by the native runner ------------------------------------------
 
 KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d]

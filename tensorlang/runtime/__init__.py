@@ -12,6 +12,7 @@ from .args import Signature
 from .jit import assembly, compile_ir, emit_object, link_object
 from .module import BenchmarkResult, Module, load_module
 from .threadpool import get_num_threads, set_num_threads
+from .toolchain import require_native
 
 
 def build_module(func: PrimFunc, target: Target | str | None = None) -> Module:
@@ -74,8 +75,14 @@ def build_object(func: PrimFunc, target: Target | str | None = None) -> ObjectCo
 
 
 def load_object(obj: ObjectCode) -> Module:
-    """A callable Module (with argument checks) of machine code from `build_object`."""
+    """A callable Module (with argument checks) of machine code from `build_object`.
+
+    Raises:
+        RuntimeError: the code is for another architecture than this machine's (a tuner
+            measures where the code runs: a runner on such a machine).
+    """
     tgt = as_target(obj.target)
+    require_native(f"kernel {obj.symbol}", tgt)
     address, packed_address, engine = link_object(obj.code, obj.symbol, tgt)
     return Module(Signature.from_json(json.loads(obj.signature)), tgt, address, packed_address,
                   keepalive=engine)
