@@ -157,6 +157,17 @@ def _sym_value(fx: Any) -> Any:
     return val if isinstance(val, torch.SymInt) else None
 
 
+#: Python float arithmetic on sizes (`1.0 / x.shape[1]`): the graph op of each FX target
+_SYM_FLOAT_OPS = {operator.truediv: "divide", operator.mul: "multiply", operator.add: "add",
+                  operator.sub: "subtract", operator.neg: "negative"}
+
+
+def _sym_float(fx: Any) -> bool:
+    """Whether an FX node is float arithmetic on sizes that the importer translates."""
+    return isinstance(fx.meta.get("val"), torch.SymFloat) and (
+        fx.target in _SYM_FLOAT_OPS or fx.target is torch.sym_float)
+
+
 def sympy_size(expr: Any, symbol: Callable[[str], Any]) -> Any:
     """PyTorch's sympy expression of a size evaluated with `symbol(name)` for its symbols: a tl
     expression over `dim_var`s, or (given sizes) the size itself.
@@ -191,7 +202,8 @@ def _check_supported(program: ExportedProgram) -> None:
     missing: dict[str, list[str]] = {}
     for fx in program.graph.nodes:
         if fx.op == "call_function" and fx.target is not operator.getitem and \
-                _sym_value(fx) is None and _lookup(str(fx.target)) is None:
+                _sym_value(fx) is None and not _sym_float(fx) and \
+                _lookup(str(fx.target)) is None:
             missing.setdefault(str(fx.target), []).append(fx.name)
     if missing:
         lines = [f"  {op}: {len(nodes)} (first node {nodes[0]!r})"
@@ -343,6 +355,10 @@ class _Importer(GraphWriter):
         sym = _sym_value(fx)
         if sym is not None:  # a size (sym_size, sym-int arithmetic): its traced expression
             return self.dim(sym)
+        if _sym_float(fx):  # float arithmetic on sizes: float64 values computed at run time
+            args = [self.cast(self._arg(a), "float64") for a in fx.args]
+            return args[0] if target is torch.sym_float else self.op(_SYM_FLOAT_OPS[target],
+                                                                      *args)
         name = self.current = str(target)
         self.fx = fx
         converter = _lookup(name)

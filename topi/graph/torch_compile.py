@@ -5,8 +5,13 @@ it to `backend` with example inputs; the code around the breaks (data-dependent 
 stays eager PyTorch. Each graph is exported with `torch.export`, translated by `from_torch` and
 built by `topi.graph.build` (with the tuned records of `options["log_file"]`, for
 `options["target"]`). Parameters and buffers, which Dynamo passes as graph inputs, become the
-model's constants (so weights are folded and pre-packed); integer (symbolic) inputs are bound to
-the values of a call, and one Module is built per distinct set of input shapes.
+model's constants (so weights are folded and pre-packed).
+
+A graph that Dynamo traced with symbolic sizes (`dynamic=True`, `torch._dynamo.mark_dynamic`, or
+automatic dynamic after a call at other sizes) is built once, as a Module with symbolic dims
+bounded by Dynamo's ranges (`torch_dynamic.py`): its integer inputs are computed from the
+tensors' sizes at run time, and every size within the bounds runs the same Module. A static
+graph gets one Module per distinct set of input shapes (and integer inputs).
 
 A graph that cannot be translated or built runs eagerly, with one warning naming what is
 missing: the backend never gives a result other than eager PyTorch's. So do calls whose inputs
@@ -42,6 +47,7 @@ from .build import as_target, build
 from .importer import UnsupportedError
 from .model_io import ModelBase
 from .torch import from_torch
+from .torch_dynamic import DynamicSizes, bake_scalars, dynamic_sizes, scalar_slots
 
 OPTIONS = ("log_file", "target", "cache_dir")
 MAX_SPECIALIZATIONS = 8
@@ -90,15 +96,17 @@ def _is_constant(value: Any) -> bool:
 
 
 class _Bound(torch.nn.Module):
-    """`gm` with its constants held as buffers and its integer arguments fixed: a module whose
-    arguments are the graph's other tensors, for `torch.export`."""
+    """`gm` with its constants held as buffers and its integer arguments fixed, or computed from
+    the tensors' sizes (`dynamic`): a module whose arguments are the graph's other tensors, for
+    `torch.export`."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], slots: Sequence[int],
-                 names: Sequence[str]) -> None:
+                 names: Sequence[str], dynamic: DynamicSizes | None = None) -> None:
         super().__init__()
         self.gm = gm
         self.args = list(args)
         self.slots = list(slots)
+        self.dynamic = dynamic
         for i, name in enumerate(names):
             if i not in self.slots and isinstance(args[i], torch.Tensor):
                 self.register_buffer(name, args[i].detach(), persistent=False)
@@ -108,6 +116,9 @@ class _Bound(torch.nn.Module):
         args = [getattr(self, a) if isinstance(a, str) else a for a in self.args]
         for slot, tensor in zip(self.slots, tensors):
             args[slot] = tensor
+        if self.dynamic is not None:
+            for slot, value in self.dynamic.int_values(tensors).items():
+                args[slot] = value
         return self.gm(*args)
 
 
@@ -134,12 +145,15 @@ class _Built:
 
 
 class CompiledGraph:
-    """A captured graph as Modules built per input shapes, or eager when it cannot be built.
+    """A captured graph as one Module of symbolic sizes, or Modules built per input shapes, or
+    eager when it cannot be built.
 
     Attributes:
         gm: the graph.
         failure: why the graph runs eagerly (None while it is compiled).
-        built: the Modules by input shapes and integer arguments.
+        built: the Modules by input shapes and integer arguments (one, keyed "dynamic", for a
+            graph of symbolic sizes).
+        dynamic: the graph's symbolic sizes, or None for a static graph.
     """
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
@@ -152,18 +166,28 @@ class CompiledGraph:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.names = [n.name for n in placeholders]
         self.constants = [i for i, v in enumerate(example_inputs) if _is_constant(v)]
-        self.tensors = [i for i, v in enumerate(example_inputs)
-                        if isinstance(v, torch.Tensor) and i not in self.constants]
+        self.scalars = scalar_slots(gm)
+        self.tensors = [i for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)
+                        and i not in self.constants and i not in self.scalars]
         self.ints = [i for i, v in enumerate(example_inputs)
                      if not isinstance(v, torch.Tensor)]
         self._held = self._constant_state(example_inputs)
+        self._beyond_bounds = False
         if not all(isinstance(example_inputs[i], (int, torch.SymInt)) for i in self.ints):
             kinds = sorted({type(example_inputs[i]).__name__ for i in self.ints})
             self._give_up(f"inputs of type {kinds}")
+        self.dynamic: DynamicSizes | None = None
+        try:
+            self.dynamic = dynamic_sizes(gm, self.tensors, self.ints)
+        except UnsupportedError as err:
+            warnings.warn(f"tensorlang: a torch.compile graph of symbolic sizes is built per "
+                          f"input shape: {err}", TensorlangCompileWarning, stacklevel=3)
 
-    def _constant_state(self, args: Sequence[Any]) -> list[tuple[int, int]]:
-        """What identifies the constants' values: each tensor's identity and version."""
-        return [(id(args[i]), args[i]._version) for i in self.constants]
+    def _constant_state(self, args: Sequence[Any]) -> list[Any]:
+        """What identifies the constants' values: each tensor's identity and version, each
+        scalar's value."""
+        return [(id(args[i]), args[i]._version) for i in self.constants] + \
+            [args[i].item() for i in self.scalars]
 
     def _give_up(self, why: str) -> None:
         self.failure = why
@@ -172,13 +196,17 @@ class CompiledGraph:
                       TensorlangCompileWarning, stacklevel=3)
 
     def _build(self, args: Sequence[Any]) -> _Built:
-        bound = _Bound(self.gm, args, self.tensors, self.names)
+        gm = bake_scalars(self.gm, {i: args[i].item() for i in self.scalars}) \
+            if self.scalars else self.gm
+        bound = _Bound(gm, args, self.tensors, self.names, self.dynamic)
         example = tuple(args[i].detach() for i in self.tensors)
+        shapes = tuple(self.dynamic.dims) if self.dynamic is not None else None
         with torch.no_grad(), warnings.catch_warnings():
             # torch's own deprecation noise from copying the program's call graph
             warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated",
                                     category=FutureWarning)
-            program = torch.export.export(bound, example)
+            # (the specs of `forward(*tensors)` nest in one tuple)
+            program = torch.export.export(bound, example, dynamic_shapes=shapes and (shapes,))
             graph = from_torch(program, example)
         # the functional program returns new values of what the graph updates in place (an
         # input's `x.add_(1)`, a batch norm's running statistics) before its outputs
@@ -186,7 +214,8 @@ class CompiledGraph:
         if len(graph.outputs) != len(sig.user_outputs) or any(
                 spec.kind is not OutputKind.USER_OUTPUT for spec in sig.output_specs):
             raise UnsupportedError("the graph updates its inputs or the model's state in place")
-        return _Built(build(graph, **self.options), program)
+        bounds = self.dynamic.graph_bounds(graph) if self.dynamic is not None else None
+        return _Built(build(graph, bounds=bounds, **self.options), program)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
         """The Module for `args` (built on first use), or None to run eagerly."""
@@ -204,8 +233,14 @@ class CompiledGraph:
         if devices:  # Dynamo guards on devices: this graph always runs there
             self._give_up(f"tensors on {sorted(devices)} (tensorlang runs on the CPU)")
             return None
-        key = tuple((tuple(args[i].shape), args[i].dtype) for i in self.tensors) + \
-            tuple(int(args[i]) for i in self.ints)
+        if self.dynamic is not None:
+            if not self.dynamic.within([args[i] for i in self.tensors]):
+                self._warn_beyond_bounds()
+                return None
+            key: tuple = ("dynamic",)
+        else:
+            key = tuple((tuple(args[i].shape), args[i].dtype) for i in self.tensors) + \
+                tuple(int(args[i]) for i in self.ints)
         built = self.built.get(key)
         if built is None:
             if len(self.built) >= MAX_SPECIALIZATIONS:
@@ -216,6 +251,13 @@ class CompiledGraph:
                 self._give_up(f"{type(err).__name__}: {err}")
                 return None
         return built
+
+    def _warn_beyond_bounds(self) -> None:
+        if not self._beyond_bounds:
+            self._beyond_bounds = True
+            warnings.warn(f"tensorlang: sizes beyond the bounds {self.dynamic.bounds} of a "
+                          f"torch.compile graph run in eager PyTorch", TensorlangCompileWarning,
+                          stacklevel=4)
 
     def __call__(self, *args: Any) -> Any:
         built = self._module(args)

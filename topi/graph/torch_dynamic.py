@@ -1,0 +1,167 @@
+"""Dynamo's symbolic sizes as the dynamic shapes of one build: which dims of a captured graph's
+tensors are symbols, their bounds, and how its integer inputs follow from the tensors' sizes.
+
+With `torch.compile(..., dynamic=True)`, `torch._dynamo.mark_dynamic` or automatic dynamic (a
+second call at other sizes), Dynamo traces with symbolic sizes: the fake tensors of the graph's
+placeholders have SymInt dims, and the sizes that the graph computes with arrive as SymInt
+inputs. Each dim that a symbol stands for is exported as a dynamic dim (`Dim.DYNAMIC`: the
+export may find the guards that Dynamo's own trace needed, e.g. a size minus one that is not 1,
+without failing), bounded by the symbol's range in Dynamo's ShapeEnv; a range without a finite
+upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
+the exported module computes them from its tensors' sizes, so one Module serves every size
+within the bounds.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from tensorlang.expr import Var
+
+from .graph import Graph
+from .importer import UnsupportedError
+from .torch import sympy_size
+
+DYNAMIC_SIZE_CAP = 1 << 16
+"""The upper bound of a symbolic size whose range Dynamo leaves unbounded; a call beyond it
+runs eagerly."""
+
+
+@dataclass
+class DynamicSizes:
+    """The symbolic sizes of a captured graph.
+
+    Attributes:
+        symbols: per tensor input (in the order of the graph's non-constant tensors), axis ->
+            the name of the symbol of its size.
+        dims: the same as `torch.export` dynamic shapes (axis -> bounded `Dim.DYNAMIC`).
+        carriers: symbol name -> (tensor input, axis) where its size is read.
+        ints: integer input slot -> its sympy expression over the symbols.
+        bounds: symbol name -> (low, high), inclusive.
+    """
+
+    symbols: list[dict[int, str]]
+    dims: list[dict[int, Any]]
+    carriers: dict[str, tuple[int, int]]
+    ints: dict[int, Any]
+    bounds: dict[str, tuple[int, int]]
+
+    def sizes(self, tensors: Sequence[Any]) -> dict[str, int]:
+        """The symbols' values at a call (ints or, while exporting, SymInts)."""
+        return {name: tensors[k].shape[axis] for name, (k, axis) in self.carriers.items()}
+
+    def int_values(self, tensors: Sequence[Any]) -> dict[int, Any]:
+        """The integer inputs' values computed from the tensors' sizes."""
+        sizes = self.sizes(tensors)
+        return {slot: sympy_size(expr, sizes.__getitem__) for slot, expr in self.ints.items()}
+
+    def graph_bounds(self, graph: Graph) -> dict[str, tuple[int, int]]:
+        """The bounds of the shape variables of `graph`, the program exported with `dims`
+        (its inputs those tensors): each variable has the bounds of the symbol of its dims."""
+        out = {}
+        for node, axes in zip(graph.inputs, self.symbols):
+            for axis, name in axes.items():
+                dim = node.shape[axis]
+                if isinstance(dim, Var):  # (a size that the export found constant has none)
+                    out[dim.name] = self.bounds[name]
+        return out
+
+    def within(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether the tensors' sizes lie within the bounds."""
+        sizes = self.sizes(tensors)
+        return all(lo <= sizes[name] <= hi for name, (lo, hi) in self.bounds.items())
+
+
+def _fake(node: torch.fx.Node) -> Any:
+    """The traced value of a placeholder (Dynamo's example value, or export's val)."""
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
+def dynamic_sizes(gm: torch.fx.GraphModule, tensor_slots: Sequence[int],
+                  int_slots: Sequence[int]) -> DynamicSizes | None:
+    """The symbolic sizes of `gm`'s tensor inputs at `tensor_slots` and the integer inputs at
+    `int_slots`, or None when every traced size is an int (a static graph).
+
+    Raises:
+        UnsupportedError: a tensor dim that is an expression rather than one symbol, or an
+            integer input over a symbol that no tensor's dim carries (an int that is no size).
+    """
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    symbols: list[dict[int, str]] = []  # per tensor input: axis -> symbol name
+    carriers: dict[str, tuple[int, int]] = {}
+    bounds: dict[str, tuple[int, int]] = {}
+    for k, slot in enumerate(tensor_slots):
+        axes: dict[int, str] = {}
+        for axis, size in enumerate(getattr(_fake(placeholders[slot]), "shape", ())):
+            if not isinstance(size, torch.SymInt) or size.node.expr.is_Integer:
+                continue
+            expr = size.node.expr
+            if not expr.is_Symbol:
+                raise UnsupportedError(f"an input dim of size {expr} (an expression)")
+            name = axes[axis] = str(expr)
+            if name not in carriers:
+                carriers[name] = (k, axis)
+                bounds[name] = _bounds(size.node.shape_env.var_to_range[expr])
+        symbols.append(axes)
+    if not carriers:
+        return None
+    ints: dict[int, Any] = {}
+    for slot in int_slots:
+        value = _fake(placeholders[slot])
+        if not isinstance(value, torch.SymInt):
+            continue
+        missing = sorted(str(s) for s in value.node.expr.free_symbols if str(s) not in carriers)
+        if missing:
+            raise UnsupportedError(f"integer inputs over {missing}, which are no tensor's size")
+        ints[slot] = value.node.expr
+    dims = [{axis: Dim.DYNAMIC(min=bounds[name][0], max=bounds[name][1])
+             for axis, name in axes.items()} for axes in symbols]
+    return DynamicSizes(symbols, dims, carriers, ints, bounds)
+
+
+def _bounds(vr: Any) -> tuple[int, int]:
+    """A ShapeEnv value range as (low, high): the range's own ends where finite and at least
+    1, its upper end else `DYNAMIC_SIZE_CAP` (or the lower end, where that is higher)."""
+    lo = max(int(vr.lower), 1) if _finite(vr.lower) else 1
+    hi = int(vr.upper) if _finite(vr.upper) else max(DYNAMIC_SIZE_CAP, lo)
+    return lo, hi
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, OverflowError):
+        return False
+
+
+def scalar_slots(gm: torch.fx.GraphModule) -> list[int]:
+    """The inputs of `gm` that are Python numbers Dynamo passes as 0-d tensors (with
+    `dynamic=True` it leaves float attributes such as a layer norm's eps unspecialized): the
+    graph reads them with `.item()`, which `torch.export` cannot trace into a size."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [i for i, n in enumerate(placeholders)
+            if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)]
+
+
+def bake_scalars(gm: torch.fx.GraphModule, values: dict[int, Any]) -> torch.fx.GraphModule:
+    """A copy of `gm` whose `.item()` reads of the scalar inputs at the given slots are their
+    values (Python numbers) instead; the inputs stay, unread."""
+    graph = copy.deepcopy(gm.graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for slot, value in values.items():
+        for read in list(placeholders[slot].users):
+            if read.op == "call_method" and read.target == "item":
+                for user in list(read.users):
+                    user.args = torch.fx.node.map_arg(user.args, lambda a: value if a is read
+                                                      else a)
+                    user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a: value
+                                                        if a is read else a)
+                graph.erase_node(read)
+    return torch.fx.GraphModule(gm, graph)
