@@ -23,6 +23,13 @@ DOTPROD_CPUS = frozenset(
     "apple-a12 apple-a13 apple-a14 apple-a15 apple-a16 apple-m1 apple-m2 apple-m3".split()
 )
 
+#: aarch64 CPUs with the mixed-sign dot product `usdot` (FEAT_I8MM) without `-mattr=+i8mm`.
+I8MM_CPUS = frozenset("neoverse-v1 neoverse-n2 neoverse-v2 cortex-a710 cortex-x2 cortex-x3 "
+                      "apple-m2 apple-m3".split())
+
+VECTOR_REGISTERS = 32
+"""Architectural vector registers on aarch64 (v0-v31, z0-z31) and RVV (v0-v31)."""
+
 ARCHES = ("x86_64", "aarch64", "riscv64")
 """The architectures a target triple may name (its first component)."""
 
@@ -55,11 +62,6 @@ def vector_bits(arch: str, mcpu: str, flags: dict[str, bool]) -> int:
     return _zvl_bits(flags) if flags.get("v") else 128
 
 
-def vector_registers(arch: str) -> int:
-    """Architectural vector registers: 32 on aarch64 (v0-v31 / z0-z31) and RVV (v0-v31)."""
-    return 32
-
-
 def has_fma(arch: str, flags: dict[str, bool]) -> bool:
     """aarch64 always has `fmla`; riscv64 has `vfmacc` with V and `fmadd` with F or D."""
     if arch == "aarch64":
@@ -69,10 +71,20 @@ def has_fma(arch: str, flags: dict[str, bool]) -> bool:
 
 def has_int8_dot(arch: str, mcpu: str, flags: dict[str, bool]) -> bool:
     """Whether an aarch64 target has `sdot`/`udot` (+dotprod, or a CPU that carries it)."""
+    return _aarch64_feature(arch, mcpu, flags, "dotprod", DOTPROD_CPUS)
+
+
+def has_i8mm(arch: str, mcpu: str, flags: dict[str, bool]) -> bool:
+    """Whether an aarch64 target has `usdot` (+i8mm, or a CPU that carries it)."""
+    return _aarch64_feature(arch, mcpu, flags, "i8mm", I8MM_CPUS)
+
+
+def _aarch64_feature(arch: str, mcpu: str, flags: dict[str, bool], feature: str,
+                     cpus: frozenset[str]) -> bool:
     if arch != "aarch64":
         return False
-    state = flags.get("dotprod")
-    return state if state is not None else mcpu in DOTPROD_CPUS
+    state = flags.get(feature)
+    return state if state is not None else mcpu in cpus
 
 
 def isa_name(arch: str, bits: int, flags: dict[str, bool]) -> str:

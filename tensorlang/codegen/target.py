@@ -199,7 +199,7 @@ class Target:
         x86-64; 32 on aarch64 and RVV. A register block of accumulators must leave a few for
         operands."""
         if self.arch != "x86_64":
-            return isa.vector_registers(self.arch)
+            return isa.VECTOR_REGISTERS
         return 32 if self.vector_bits == 512 else 16
 
     @property

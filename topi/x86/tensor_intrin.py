@@ -46,18 +46,13 @@ _CPUS_WITH = {
 }
 
 
-#: aarch64 CPUs with the mixed-sign dot product `usdot` (FEAT_I8MM) without `-mattr=+i8mm`.
-I8MM_CPUS = frozenset("neoverse-v1 neoverse-n2 neoverse-v2 cortex-a710 cortex-x2 cortex-x3 "
-                      "apple-m2 apple-m3".split())
-
-
 def int8_dot_kind(target: tl.Target | None = None) -> str:
     """How the current target computes the uint8 x int8 dot of 4: "avx512vnni", "avxvnni" or
     "maddubs" (AVX2/AVX-512 without VNNI); on aarch64 "usdot" (i8mm) or "sdot" (dotprod);
     else "none" (schedules then leave the dot to LLVM as plain vector code)."""
     target = target or tl.Target.current()
     if target.arch == "aarch64":
-        if target._has("i8mm") or (target._has("i8mm") is None and target.mcpu in I8MM_CPUS):
+        if isa.has_i8mm(target.arch, target.mcpu, target._flags()):
             return "usdot"
         return "sdot" if isa.has_int8_dot(target.arch, target.mcpu, target._flags()) else "none"
     if target.arch != "x86_64":
