@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import shutil
 import subprocess
 import sys
@@ -243,6 +245,64 @@ def test_thread_pool_uses_several_threads() -> None:
         lib.tl_parallel_for(task, ffi.NULL, 3)
         assert set(seen.values()) == {threading.get_ident()} and sorted(seen) == [0, 1, 2]
     finally:
+        set_num_threads(old)
+
+
+_MXCSR_IR = """
+declare void @llvm.x86.sse.stmxcsr(ptr)
+declare void @llvm.x86.sse.ldmxcsr(ptr)
+define i32 @tl_test_mxcsr(i32 %write, i32 %value) {
+entry:
+  %p = alloca i32
+  %w = icmp ne i32 %write, 0
+  br i1 %w, label %set, label %get
+set:
+  store i32 %value, ptr %p
+  call void @llvm.x86.sse.ldmxcsr(ptr %p)
+  br label %get
+get:
+  call void @llvm.x86.sse.stmxcsr(ptr %p)
+  %v = load i32, ptr %p
+  ret i32 %v
+}
+define void @tl_test_mxcsr_packed(ptr %args) {
+  ret void
+}
+"""
+FLUSH_TO_ZERO, DENORMALS_ARE_ZERO, FP_CONTROL = 0x8000, 0x40, 0xFFC0
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86's MXCSR")
+def test_workers_run_tasks_in_the_callers_floating_point_mode() -> None:
+    """A worker runs each task under the MXCSR control bits (flush-to-zero, denormals-are-zero,
+    rounding) of the thread that started the loop, whatever mode it had when it was created or
+    last ran: with FTZ/DAZ set by the caller and then cleared again."""
+    from tensorlang.runtime.jit import compile_ir
+
+    mxcsr = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint32)(
+        compile_ir(_MXCSR_IR, "tl_test_mxcsr", Target("llvm")).address)
+    ffi, lib = native().ffi, native().lib
+    seen: dict[int, tuple[int, int]] = {}
+
+    @ffi.callback("void(int32_t, int32_t, void *)")
+    def task(task_id: int, num_tasks: int, closure: object) -> None:
+        seen[task_id] = (threading.get_ident(), mxcsr(0, 0) & FP_CONTROL)
+        if task_id == 0:
+            time.sleep(0.05)  # lets a worker claim task 1
+
+    old, original = get_num_threads(), mxcsr(0, 0)
+    try:
+        set_num_threads(2)
+        lib.tl_parallel_for(task, ffi.NULL, 2)  # the workers exist, in the default mode
+        flushing = original | FLUSH_TO_ZERO | DENORMALS_ARE_ZERO
+        for mode in (flushing, original & ~(FLUSH_TO_ZERO | DENORMALS_ARE_ZERO), flushing):
+            mxcsr(1, mode)
+            seen.clear()
+            lib.tl_parallel_for(task, ffi.NULL, 2)
+            assert seen[1][0] != seen[0][0]
+            assert seen[0][1] == seen[1][1] == mode & FP_CONTROL, (hex(mode), seen)
+    finally:
+        mxcsr(1, original)
         set_num_threads(old)
 
 

@@ -39,6 +39,26 @@ static int64_t tl_claims = 0;
 static int tl_pending;              /* tasks not finished */
 static __thread int tl_in_task = 0;
 
+/* The caller's floating-point mode travels with each job (x86: MXCSR's control bits, rounding,
+ * flush-to-zero and denormals-are-zero; its sticky exception flags stay each thread's own). A
+ * worker would otherwise keep the mode of whichever thread created it, and one kernel's tasks
+ * would flush denormals or not (results apart, and on CPUs that handle denormals in microcode,
+ * speeds far apart) depending on the thread that ran them and on what another library did to
+ * the creating thread before the pool started. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define TL_FP_CONTROL 0xffc0u
+static inline unsigned tl_fp_mode(void) { return _mm_getcsr() & TL_FP_CONTROL; }
+static inline void tl_set_fp_mode(unsigned mode) {
+    unsigned csr = _mm_getcsr();
+    if ((csr & TL_FP_CONTROL) != mode) _mm_setcsr((csr & ~TL_FP_CONTROL) | mode);
+}
+#else
+static inline unsigned tl_fp_mode(void) { return 0; }
+static inline void tl_set_fp_mode(unsigned mode) { (void)mode; }
+#endif
+static unsigned tl_job_fp_mode;
+
 static inline void tl_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -51,6 +71,7 @@ static void tl_run_tasks(void) {
         int64_t claim = __atomic_fetch_add(&tl_claims, 1, __ATOMIC_ACQ_REL);
         int32_t task = (int32_t)(claim & 0xffffffff), tasks = (int32_t)(claim >> 32);
         if (task >= tasks) break;
+        tl_set_fp_mode(tl_job_fp_mode);  /* published with the job, as its fn and closure */
         tl_job_fn(task, tasks, tl_job_closure);
         __atomic_fetch_sub(&tl_pending, 1, __ATOMIC_ACQ_REL);
     }
@@ -133,6 +154,7 @@ void tl_parallel_for(tl_task_fn fn, void *closure, int32_t n) {
     tl_ensure_workers(workers);
     tl_job_fn = fn;
     tl_job_closure = closure;
+    tl_job_fp_mode = tl_fp_mode();
     __atomic_store_n(&tl_pending, n, __ATOMIC_RELEASE);
     /* Task 0 is the caller's; workers claim the others. */
     __atomic_store_n(&tl_claims, ((int64_t)n << 32) | 1, __ATOMIC_RELEASE);
