@@ -205,7 +205,11 @@ def bench(name: str, batch: int, args: argparse.Namespace, peak: float) -> list[
     rows += [{"model": name, "batch": batch, "runtime": key, "err": error}
              for key, error in errors.items() if key not in runs]
     del runs
-    gc.collect()  # the next model starts without this one's sessions and threads
+    # The next model starts without this one's sessions and threads, and with dynamo's caches
+    # empty: models of one class (resnet50 and resnext50_32x4d, both batches, every inductor
+    # variant) would otherwise fill its per-code-object limit and run eager, unannounced.
+    torch._dynamo.reset()
+    gc.collect()
     return rows
 
 
