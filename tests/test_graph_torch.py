@@ -247,6 +247,22 @@ def test_comparisons_logic_and_where(fn):
     check(Lambda(fn), (3, 5, 7), (5, 1))
 
 
+def test_lcm_and_gcd_of_integers_known_now():
+    """Reformer's chunk length, numpy's lcm of two configuration values, folds to a constant."""
+    sizes = torch.tensor([4, 6, 9])
+
+    def fn(x):
+        return x * torch.lcm(sizes, torch.tensor(6)) + torch.gcd(sizes, torch.tensor([8, 4, 3]))
+
+    g = check(Lambda(fn), (2, 3))
+    assert sorted({n.op for n in g.ops}) == ["add", "multiply"]
+
+
+def test_lcm_of_tensors_computed_at_run_time_is_refused():
+    with pytest.raises(UnsupportedError, match="computed at run time"):
+        tg.from_torch(Lambda(lambda i: torch.lcm(i, i + 1)), (torch.tensor([2, 3]),))
+
+
 def test_values_made_at_import_fold_away():
     """arange, full, comparisons and where on them (masks, position ids) become constants."""
     needs("greater_equal", "where", "equal", "cumsum", "not_equal")

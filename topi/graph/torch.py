@@ -1387,6 +1387,15 @@ def _vector_norm(im: _Importer, x: Value, ord: Any = 2, dim: Any = None, keepdim
                  np.array(1.0 / ord, dtype_of(x)))
 
 
+@_converter("aten.lcm", "aten.gcd")
+def _lcm_gcd(im: _Importer, a: Value, b: Value) -> np.ndarray:
+    """The least common multiple or greatest common divisor of integers known now (Reformer's
+    chunk length, numpy's lcm of two configuration values)."""
+    require(isinstance(a, np.ndarray) and isinstance(b, np.ndarray),
+            f"{im.current} of tensors computed at run time")
+    return np.asarray((np.lcm if "lcm" in im.current else np.gcd)(a, b), im.out_dtype())
+
+
 @_converter("aten.cumsum")
 def _cumsum(im: _Importer, x: Value, dim: int, dtype: Any = None) -> Value:
     x = im.cast(x, im.out_dtype())  # bool and small integers sum as int64
