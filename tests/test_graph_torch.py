@@ -398,9 +398,20 @@ def test_index_put_at_positions_known_now(fn):
     check(Lambda(fn), (3, 4, 5), (4, 2, 5))
 
 
-def test_index_put_at_positions_computed_at_run_time_is_refused():
-    module = Lambda(lambda x, i: x.index_put((i,), torch.ones(2, 5)))
-    with pytest.raises(UnsupportedError, match="index_put with indices computed at run time"):
+@pytest.mark.parametrize("axis", [0, 1])
+def test_index_put_at_positions_computed_at_run_time(axis):
+    """A key/value cache written at the positions of new tokens (`index_copy_`): one index
+    tensor at one axis, negative positions counted from the end; += there is refused."""
+    def put(x, i, v):
+        x = x.clone()
+        x[(slice(None),) * axis + (i,)] = v
+        return x
+
+    values = torch.rand((2, 6) if axis == 0 else (7, 2)) * 4 - 2
+    check(Lambda(put), (7, 6), torch.tensor([5, -1]), values)
+    check(Lambda(lambda x, i: x.index_copy(axis, i, values)), (7, 6), torch.tensor([5, 0]))
+    module = Lambda(lambda x, i: x.index_put((i,), torch.ones(2, 5), accumulate=True))
+    with pytest.raises(UnsupportedError, match=r"index_put \+= at indices computed at run"):
         tg.from_torch(module, (torch.rand(4, 5), torch.tensor([0, 2])))
 
 

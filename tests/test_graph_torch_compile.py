@@ -18,15 +18,10 @@ from torch import nn
 
 from topi.graph.torch_compile import CompiledGraph, TensorlangCompileWarning, backend
 
+from compile_fixtures import fresh_dynamo  # noqa: F401  (a fixture)
+
 # build's note on fallback configs is not what these tests look at
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning")
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def spy_compile(fn, **options) -> tuple[object, list[CompiledGraph]]:

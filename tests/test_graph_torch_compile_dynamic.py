@@ -12,10 +12,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 from torch import nn
 
-from topi.graph import torch_compile, torch_dynamic
+from topi.graph import torch_dynamic
 from topi.graph.symbolic_module import SymbolicModule
 from topi.graph.torch_compile import TensorlangCompileWarning
 
+from compile_fixtures import builds, fresh_dynamo  # noqa: F401  (fixtures)
 from wild_models import torchvision
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning")
@@ -23,27 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::Fut
 #: (batch, seq): primes and others, none 1 (Dynamo specializes sizes 0 and 1)
 SIZES = [(2, 3), (3, 5), (2, 7), (4, 11), (5, 13), (2, 16), (3, 17), (6, 19), (2, 23), (7, 4),
          (3, 29)]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def builds(monkeypatch) -> list:
-    """The Modules the backend builds, in order."""
-    built = []
-    build = torch_compile.build
-
-    def counting(*args, **kwargs):
-        built.append(build(*args, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(torch_compile, "build", counting)
-    return built
 
 
 class Block(nn.Module):

@@ -1481,6 +1481,8 @@ def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values:
     if len(masks) == 1 and isinstance(indices[masks[0]], Node) and \
             dtype_of(indices[masks[0]]) == "bool":
         return _masked_put(im, x, masks[0], indices[masks[0]], values, accumulate)
+    if len(masks) == 1 and isinstance(indices[masks[0]], Node):
+        return _positions_put(im, x, masks[0], indices[masks[0]], values, accumulate)
     expanded = _integer_indices(indices)
     require(all(i is None or isinstance(i, np.ndarray) for i in expanded),
             "index_put with indices computed at run time")
@@ -1495,6 +1497,43 @@ def _index_put(im: _Importer, x: Value, indices: Sequence[Value | None], values:
         values = np.broadcast_to(values, dest.shape) if isinstance(values, np.ndarray) else \
             im.op("broadcast_to", values, shape=dest.shape)
     return im.scatter_at(x, dest, values, bool(accumulate))
+
+
+def _positions_put(im: _Importer, x: Value, axis: int, index: Node, values: Value,
+                   accumulate: Any) -> Value:
+    """`x[:, ..., index] = values` for a 1-D integer index computed at run time at one axis (a
+    key/value cache written at the positions of the new tokens, `index_copy_`): each position
+    along the axis takes the values of the index entry naming it (the last of several, as
+    PyTorch's CPU writes them in order; negative entries count from the end), the others keep
+    x's."""
+    require(not accumulate, "index_put += at indices computed at run time")
+    require(len(shape_of(index)) == 1 and dtype_of(index) != "bool",
+            f"index_put at a run-time index of shape {shape_of(index)}")
+    shape, count = shape_of(x), shape_of(index)[0]
+    n = shape[axis]
+    index = im.cast(index, "int64")
+    index = im.op("where", im.op("less", index, np.array(0, "int64")),
+                  im.op("add", index, shape_value(n)), index)
+    hits = im.op("equal", im.reshape(index, (count, 1)), im.reshape(_count_up(im, n), (1, n)))
+    entries = im.reshape(_count_up(im, count), (count, 1))
+    which = im.op("max", im.op("where", hits, entries, np.array(-1, "int64")), axis=0)
+    found = im.op("greater_equal", which, np.array(0, "int64"))
+    values = im.cast(values, dtype_of(x))
+    given = shape_of(values)
+    if len(given) != len(shape) or any(given[d] != shape[d] for d in range(len(shape))
+                                       if d != axis):  # (its length may be another symbol)
+        values = im.op("broadcast_to", values, shape=(*shape[:axis], count, *shape[axis + 1:]))
+    taken = im.op("take", values, which, axis=axis)
+    found = im.reshape(found, (*(1,) * axis, n, *(1,) * (len(shape) - axis - 1)))
+    return im.op("where", found, taken, x)
+
+
+def _count_up(im: _Importer, n: Any) -> Value:
+    """0, 1, ..., n - 1 as int64: an array, or an arange op for a symbolic `n`."""
+    if not is_symbolic(n):
+        return np.arange(n, dtype=np.int64)
+    return im.graph.apply("arange", im.as_node(np.array(0, "int64")), name=im.name, count=n,
+                          delta=1)
 
 
 def _masked_put(im: _Importer, x: Value, axis: int, mask: Node, values: Value,

@@ -13,6 +13,11 @@ bounded by Dynamo's ranges (`torch_dynamic.py`): its integer inputs are computed
 tensors' sizes at run time, and every size within the bounds runs the same Module. A static
 graph gets one Module per distinct set of input shapes (and integer inputs).
 
+A graph that writes into its input tensors (a key/value cache's `index_copy_` or `index_put_`
+at positions computed at run time) is exported returning their new values after its outputs;
+each call copies them into the caller's tensors. The model's own state updated in place (a
+batch norm's running statistics in training) runs eagerly.
+
 A graph that cannot be translated or built runs eagerly, with one warning naming what is
 missing: the backend never gives a result other than eager PyTorch's. So do calls whose inputs
 the Module cannot take (a tensor on another device), and constants that changed since the build
@@ -38,7 +43,6 @@ from typing import Any
 
 try:
     import torch
-    from torch.export.graph_signature import OutputKind
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("the tensorlang torch.compile backend needs PyTorch: "
                       "pip install -e .[torch]") from err
@@ -46,6 +50,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 from .build import as_target, build
 from .importer import UnsupportedError
 from .model_io import ModelBase
+from .torch import _functional as functional
 from .torch import from_torch
 from .torch_dynamic import DynamicSizes, bake_scalars, dynamic_sizes, scalar_slots
 
@@ -101,12 +106,14 @@ class _Bound(torch.nn.Module):
     `torch.export`."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], slots: Sequence[int],
-                 names: Sequence[str], dynamic: DynamicSizes | None = None) -> None:
+                 names: Sequence[str], dynamic: DynamicSizes | None = None,
+                 writes: Sequence[int] = ()) -> None:
         super().__init__()
         self.gm = gm
         self.args = list(args)
         self.slots = list(slots)
         self.dynamic = dynamic
+        self.writes = list(writes)
         for i, name in enumerate(names):
             if i not in self.slots and isinstance(args[i], torch.Tensor):
                 self.register_buffer(name, args[i].detach(), persistent=False)
@@ -119,16 +126,21 @@ class _Bound(torch.nn.Module):
         if self.dynamic is not None:
             for slot, value in self.dynamic.int_values(tensors).items():
                 args[slot] = value
-        return self.gm(*args)
+        out = self.gm(*args)
+        # the tensors it writes into, returned after its outputs: their new values
+        return (out, tuple(tensors[k] for k in self.writes)) if self.writes else out
 
 
 class _Built:
     """One Module of the graph, for one set of input shapes: its inputs by the exported
-    program's names, and the structure of the program's outputs."""
+    program's names, the structure of the program's outputs, and the inputs (by position among
+    the tensors) that the graph writes into, whose new values follow its outputs."""
 
-    def __init__(self, module: ModelBase, program: torch.export.ExportedProgram) -> None:
+    def __init__(self, module: ModelBase, program: torch.export.ExportedProgram,
+                 writes: Sequence[int] = ()) -> None:
         sig = program.graph_signature
         self.module = module
+        self.writes = list(writes)
         self.input_names = list(sig.user_inputs)
         self.treespec = program.call_spec.out_spec
         names = sorted(n.name for n in module.inputs)
@@ -140,8 +152,14 @@ class _Built:
         arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
         # each call returns arrays of its own (the Module copies out of its buffers), so the
         # tensors viewing them are never overwritten by a later call
-        return torch.utils._pytree.tree_unflatten([torch.from_numpy(a) for a in arrays],
-                                                  self.treespec)
+        out = torch.utils._pytree.tree_unflatten([torch.from_numpy(a) for a in arrays],
+                                                 self.treespec)
+        if not self.writes:
+            return out
+        out, written = out
+        for k, value in zip(self.writes, written):
+            tensors[k].copy_(value)
+        return out
 
 
 class CompiledGraph:
@@ -198,24 +216,35 @@ class CompiledGraph:
     def _build(self, args: Sequence[Any]) -> _Built:
         gm = bake_scalars(self.gm, {i: args[i].item() for i in self.scalars}) \
             if self.scalars else self.gm
-        bound = _Bound(gm, args, self.tensors, self.names, self.dynamic)
         example = tuple(args[i].detach() for i in self.tensors)
         shapes = tuple(self.dynamic.dims) if self.dynamic is not None else None
+        writes: list[int] = []
         with torch.no_grad(), warnings.catch_warnings():
             # torch's own deprecation noise from copying the program's call graph
             warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated",
                                     category=FutureWarning)
-            # (the specs of `forward(*tensors)` nest in one tuple)
-            program = torch.export.export(bound, example, dynamic_shapes=shapes and (shapes,))
+            for _ in range(2):  # once more with the inputs written returned
+                bound = _Bound(gm, args, self.tensors, self.names, self.dynamic, writes)
+                # (the specs of `forward(*tensors)` nest in one tuple)
+                program = functional(torch.export.export(bound, example,
+                                                         dynamic_shapes=shapes and (shapes,)))
+                # the functional program returns new values of what the graph updates in place
+                # (an input's `x.add_(1)`, a key/value cache's `index_copy_`, a batch norm's
+                # running statistics) before its outputs: the inputs written return them as
+                # outputs too, copied back after each call
+                sig = program.graph_signature
+                if sig.buffers_to_mutate:
+                    raise UnsupportedError("the graph updates the model's state in place")
+                users = list(sig.user_inputs)
+                written = sorted(users.index(n) for n in sig.user_inputs_to_mutate.values())
+                if written == writes:
+                    break
+                writes = written
+            else:
+                raise UnsupportedError("the inputs the graph writes into change with the export")
             graph = from_torch(program, example)
-        # the functional program returns new values of what the graph updates in place (an
-        # input's `x.add_(1)`, a batch norm's running statistics) before its outputs
-        sig = program.graph_signature
-        if len(graph.outputs) != len(sig.user_outputs) or any(
-                spec.kind is not OutputKind.USER_OUTPUT for spec in sig.output_specs):
-            raise UnsupportedError("the graph updates its inputs or the model's state in place")
         bounds = self.dynamic.graph_bounds(graph) if self.dynamic is not None else None
-        return _Built(build(graph, bounds=bounds, **self.options), program)
+        return _Built(build(graph, bounds=bounds, **self.options), program, writes)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
         """The Module for `args` (built on first use), or None to run eagerly."""
