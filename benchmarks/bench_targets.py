@@ -24,8 +24,8 @@ fallback conv >= 0.7x PyTorch, tuned conv >= 1.0x PyTorch.
 `--mix` compiles the fallback kernels (no timing) for x86 (AVX2, this host) and for aarch64 NEON,
 SVE (neoverse-v1) and riscv64 RVV, and reads from the assembly of each kernel's hottest inner
 loop its vector FMAs, the bytes it loads, FMAs per loaded byte (the reuse of the register block)
-and its stack references (spills), with the kernel's stack references in all (benchmarks/
-isa_mix.py). Speed on those devices is measured there (docs/targets.md).
+and its stack references (spills), with the kernel's stack references in all (tensorlang/
+codegen/loop_mix.py). Speed on those devices is measured there (docs/targets.md).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from pathlib import Path
 import autotune
 import tensorlang as tl
 from bench_ops import Workload, _conv, _dense, _depthwise, _matmul, _ours
-from isa_mix import inner_loop_mix, spills
 from tensorlang.benchmark import compare
+from tensorlang.codegen.loop_mix import inner_loop_mix, spills
 
 TARGETS = {"haswell": "llvm -mcpu=haswell", "host": "llvm"}
 #: Environment of each target's process: which reference kernels are comparable.

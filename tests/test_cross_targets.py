@@ -15,6 +15,8 @@ from topi_check import shape_of
 
 import tensorlang as tl
 from tensorlang.cli import main
+from tensorlang.codegen import isa
+from tensorlang.codegen.loop_mix import inner_loop_mix
 from tensorlang.runtime.toolchain import build_runner, c_compiler, emulator_command
 from topi import nn, x86
 
@@ -134,11 +136,15 @@ def _dense(m: int = 13, n: int = 19, k: int = 31) -> tuple[tl.Schedule, list[tl.
     return x86.schedule_dense(out), [d, w, out]
 
 
+def _conv(data: tuple[int, ...], kernel: tuple[int, ...], compute=nn.conv2d_nchw,
+          schedule=x86.schedule_conv2d_nchw) -> tuple[tl.Schedule, list[tl.Tensor]]:
+    d, k = tl.placeholder(data, name="data"), tl.placeholder(kernel, name="kernel")
+    out = compute(d, k, 1, 1)
+    return schedule(out), [d, k, out]
+
+
 def _conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
-    d = tl.placeholder((1, 5, 9, 11), name="data")
-    k = tl.placeholder((19, 5, 3, 3), name="kernel")
-    out = nn.conv2d_nchw(d, k, 1, 1)
-    return x86.schedule_conv2d_nchw(out), [d, k, out]
+    return _conv((1, 5, 9, 11), (19, 5, 3, 3))
 
 
 def _row_sum() -> tuple[tl.Schedule, list[tl.Tensor]]:
@@ -415,3 +421,72 @@ def test_runner_command_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TL_CC_AARCH64", "no-such-cross-gcc")
     assert main(["runner", "--target", NEON, "-o", str(tmp_path / "arm")]) == 1
     assert "needs the cross compiler no-such-cross-gcc" in capsys.readouterr().err
+
+
+# -- register blocks that fill the register file: no spills in the hot loop ---------------------
+
+def _full_gemm() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    a, b = tl.placeholder((12, 29), name="a"), tl.placeholder((29, 64), name="b")
+    out = nn.matmul(a, b)
+    return x86.schedule_matmul(out), [a, b, out]
+
+
+def _full_conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    # 14 output columns: without registers for the operands, the fallback's block was 2 vectors
+    # x 14 columns (28 accumulators), which spilled on NEON.
+    return _conv((1, 5, 11, 14), (16, 5, 3, 3))
+
+
+def _full_depthwise() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    return _conv((1, 16, 13, 29), (16, 1, 3, 3), nn.depthwise_conv2d_nchw,
+                 x86.schedule_depthwise_conv2d_nchw)
+
+
+def _full_reference(kernel, arrays: list[np.ndarray]) -> np.ndarray:
+    import torch
+
+    if kernel is _full_gemm:
+        a, b = arrays
+        return (a.astype("float64") @ b.astype("float64")).astype("float32")
+    d, w = map(torch.from_numpy, arrays)
+    groups = d.shape[1] if kernel is _full_depthwise else 1
+    return torch.nn.functional.conv2d(d, w, padding=1, groups=groups).numpy()
+
+
+FULL_BLOCKS = [_full_gemm, _full_conv2d, _full_depthwise]
+
+
+@pytest.mark.parametrize("spec, operands", [(NEON, isa.LOAD_STORE_OPERANDS),
+                                             (SVE, isa.LOAD_STORE_OPERANDS), (RVV, 0)])
+def test_load_store_targets_keep_registers_for_operands(spec, operands):
+    # fmla / vfmacc read no memory: aarch64 loads the broadcast operands into vector registers,
+    # RVV into its scalar float registers.
+    from topi.x86.common import accumulator_budget
+
+    target = tl.Target(spec)
+    assert not isa.fma_reads_memory(target.arch)
+    with target:
+        assert accumulator_budget(2) == 32 - 2 - 2 - operands
+    with tl.Target("llvm -mcpu=skylake-avx512"):
+        assert accumulator_budget(2) == 28, "x86 folds a broadcast into its FMA"
+    with tl.Target("llvm -mcpu=haswell"):
+        assert accumulator_budget(2) == 12
+
+
+@pytest.mark.parametrize("spec", FOREIGN)
+@pytest.mark.parametrize("kernel", FULL_BLOCKS, ids=lambda k: k.__name__.strip("_"))
+def test_full_register_blocks_spill_nothing_in_their_hot_loop(spec, kernel, runners, tmp_path):
+    target = tl.Target(spec)
+    with target:
+        s, tensors = kernel()
+        f = tl.build(s, tensors, name="kernel")
+    mix = inner_loop_mix(f.get_source("asm"), target)
+    assert mix is not None and mix.fmas >= 9, "no vector FMA loop found"
+    assert mix.stack_refs == 0, f"{mix.stack_refs} stack references in the hot loop"
+    _needs_tools(spec)
+    f.export_library(tmp_path / "kernel.so")
+    inputs = _inputs(tensors[:-1], np.random.default_rng(5))
+    proc, (result,) = _run(spec, runners[spec], tmp_path / "kernel.so", inputs)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(result, _full_reference(kernel, list(inputs.values())),
+                               rtol=1e-5, atol=1e-5)

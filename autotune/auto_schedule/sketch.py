@@ -382,7 +382,7 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
             vectors = max(1, -(-sz[3] // lanes))
         else:
             block *= sz[3]
-    if block * vectors > state.registers() - vectors - 2:
+    if block * vectors > state.registers() - tl.Target.current().operand_registers(vectors):
         state.reject(f"register block of {block} x {vectors} vectors exceeds the register file")
 
     # The output tile (owner): s0 (fused, parallel) s1 | t = s2 * s3.

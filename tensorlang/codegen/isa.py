@@ -30,6 +30,14 @@ I8MM_CPUS = frozenset("neoverse-v1 neoverse-n2 neoverse-v2 cortex-a710 cortex-x2
 VECTOR_REGISTERS = 32
 """Architectural vector registers on aarch64 (v0-v31, z0-z31) and RVV (v0-v31)."""
 
+#: Broadcast operands a register block's inner loop holds in vector registers on aarch64, beyond
+#: those of x86: `fmla` cannot read its scalar operand from memory, so each one is loaded (`ldr s`
+#: for `fmla` by element, `ld1r`) into a register of its own, which is a vector register (s0-s31
+#: are the low lanes of v0-v31), and the next step's loads overlap the current step's FMAs.
+#: Without them the NEON 3x3 conv's block of 2 x 14 accumulators spilled in its inner loop (2
+#: stack references); 2 x 13 spills nothing.
+LOAD_STORE_OPERANDS = 2
+
 ARCHES = ("x86_64", "aarch64", "riscv64")
 """The architectures a target triple may name (its first component)."""
 
@@ -67,6 +75,20 @@ def has_fma(arch: str, flags: dict[str, bool]) -> bool:
     if arch == "aarch64":
         return True
     return any(flags.get(f) for f in ("v", "f", "d"))
+
+
+def fma_reads_memory(arch: str) -> bool:
+    """Whether a vector FMA can take an operand straight from memory: x86's `vfmadd231ps` folds
+    a load or a `{1toN}` broadcast; aarch64 (`fmla`) and RISC-V (`vfmacc`) are load/store ISAs,
+    whose operands must first be loaded into registers."""
+    return arch == "x86_64"
+
+
+def scalars_in_vector_registers(arch: str) -> bool:
+    """Whether a float scalar loaded for a vector FMA occupies a vector register: on aarch64 the
+    scalar registers are lanes of the vector ones; RISC-V's f0-f31 are a file of their own, from
+    which `vfmacc.vf` reads its scalar (its 2 x 14 conv block spills nothing)."""
+    return arch == "aarch64"
 
 
 def has_int8_dot(arch: str, mcpu: str, flags: dict[str, bool]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import tensorlang as tl
+from .target import Target
 
 #: per architecture: vector FMA, stack references (spills and reloads)
 _FMA = {
@@ -86,7 +86,7 @@ def _instructions(asm: str) -> list[str]:
     return lines
 
 
-def inner_loop_mix(asm: str, target: tl.Target) -> LoopMix | None:
+def inner_loop_mix(asm: str, target: Target) -> LoopMix | None:
     """The mix of the innermost loop with the most vector FMAs in `asm` (None without loops)."""
     arch, lines = target.arch, _instructions(asm)
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
@@ -121,7 +121,7 @@ def _count(body: list[str], arch: str, vector_bytes: int) -> LoopMix:
     return LoopMix(instructions, fmas, loaded, loads, stack)
 
 
-def spills(asm: str, target: tl.Target) -> int:
+def spills(asm: str, target: Target) -> int:
     """Stack references in the whole kernel: register spills and reloads (and frame setup)."""
     return sum(bool(_STACK[target.arch].search(line.replace("\t", " ").partition(" ")[2]))
                for line in _instructions(asm))

@@ -202,6 +202,18 @@ class Target:
             return isa.VECTOR_REGISTERS
         return 32 if self.vector_bits == 512 else 16
 
+    def operand_registers(self, loaded_vectors: int) -> int:
+        """Vector registers the inner loop of a register block needs beyond its accumulators
+        when each step loads `loaded_vectors` vectors and broadcasts scalars to multiply them
+        with: those vectors, one register for the broadcast scalar and one of slack for the
+        next step's loads (without it LLVM spills accumulators of an unrolled block), and where
+        the FMA reads no memory (`isa.fma_reads_memory`) and the scalars it is fed are loaded
+        into vector registers (`isa.scalars_in_vector_registers`: aarch64), registers for the
+        broadcast operands in flight (`isa.LOAD_STORE_OPERANDS`)."""
+        in_vectors = (not isa.fma_reads_memory(self.arch)
+                      and isa.scalars_in_vector_registers(self.arch))
+        return loaded_vectors + 2 + (isa.LOAD_STORE_OPERANDS if in_vectors else 0)
+
     @property
     def has_fma(self) -> bool:
         """Whether fused multiply-add instructions exist (every AVX2 and AVX-512 CPU that LLVM

@@ -27,11 +27,11 @@ def vector_lanes(dtype: str) -> int:
 
 def accumulator_budget(loaded_vectors: int) -> int:
     """Vector accumulators a register block may hold on the current target when each step
-    loads `loaded_vectors` vectors and broadcasts one scalar into a register: the target's
-    vector registers (32 with AVX-512, 16 with AVX2/SSE) minus those operands and one register
-    of slack for the next step's loads (without it LLVM spills accumulators in the hot loop of
-    an unrolled block)."""
-    return tl.Target.current().vector_registers - loaded_vectors - 2
+    loads `loaded_vectors` vectors and broadcasts scalars to multiply them with: the target's
+    vector registers (32 with AVX-512, aarch64 and RVV, 16 with AVX2/SSE) minus those its inner
+    loop needs for operands (`Target.operand_registers`: more on load/store ISAs)."""
+    target = tl.Target.current()
+    return target.vector_registers - target.operand_registers(loaded_vectors)
 
 
 def cache_sizes() -> CacheSizes:
