@@ -12,7 +12,7 @@ from wild_models import torchvision
 
 import topi.graph as tg
 from topi.graph.llm.generate import CACHE_STEP, CausalLM
-from topi.graph.llm.llama import LlamaConfig, build_llama_graph, weights_from_hf
+from topi.graph.llm.llama import LlamaConfig, build_llama_graph, rope_tables, weights_from_hf
 
 PROMPT = np.array([5, 3, 9, 1, 77, 12, 40], np.int64)
 
@@ -47,7 +47,7 @@ def test_prompt_logits_match_pytorch(hf_model):
     model, config, weights = hf_model
     m = tg.build(build_llama_graph(config, weights, all_logits=True))
     outs = m(input_ids=PROMPT, positions=np.arange(PROMPT.size), key_positions=np.array([10**9]),
-             **{f"past_{kv}{i}": np.zeros((1, 2, 16), np.float32) for i in range(2)
+             **{f"past_{kv}{i}": np.zeros((2, 1, 16), np.float32) for i in range(2)
                 for kv in "kv"})
     with torch.no_grad():
         expected = model(torch.tensor(PROMPT)[None]).logits[0].numpy()
@@ -123,3 +123,49 @@ def test_quantized_build_stays_close(hf_model, lm):
         reference, got = lm(tokens), lm8(tokens)
         cosine = got @ reference / np.linalg.norm(got) / np.linalg.norm(reference)
         assert 0.999 <= cosine < 1 - 1e-7
+
+
+def _distinct_bytes(arrays) -> int:
+    """The bytes of memory that `arrays` cover together (overlapping views counted once)."""
+    spans = sorted((a.__array_interface__["data"][0],
+                    a.__array_interface__["data"][0] + a.nbytes) for a in arrays)
+    total = end = 0
+    for start, stop in spans:
+        total += max(stop - max(start, end), 0)
+        end = max(end, stop)
+    return total
+
+
+def _held_arrays(lm: CausalLM) -> list[np.ndarray]:
+    """The constants and pre-packed weights that the two modules of `lm` read."""
+    out = []
+    for module in (lm.prefill, lm.decode):
+        out += [n.value for n in module.graph.constants]
+        out += [o for operands in module._operands for o in operands
+                if isinstance(o, np.ndarray)]
+    return out
+
+
+def test_modules_share_one_copy_of_the_weights(hf_model, lm):
+    """The prefill and decode modules read the same weight arrays (those of the caller, read in
+    place), not a copy each: what they hold is the weights' bytes (plus the rotary tables)."""
+    _, config, weights = hf_model
+    weight_bytes = _distinct_bytes(weights.values())
+    rope_bytes = sum(t.nbytes for t in rope_tables(config))
+    assert weight_bytes <= _distinct_bytes(_held_arrays(lm)) <= 1.01 * (weight_bytes + rope_bytes)
+    quantized = CausalLM.build(config, weights, max_length=16, bits=4)
+    floats = sum(w.nbytes for key, w in weights.items() if w.ndim == 1 or key == "token_embd")
+    # int4: half a byte a weight and a float scale per 32 of them (two copies: 0.25x more)
+    packed = (weight_bytes - floats) / 4 * (0.5 + 4 / 32)
+    assert _distinct_bytes(_held_arrays(quantized)) <= 1.01 * (floats + packed + rope_bytes)
+
+
+def test_decode_copies_no_cache_sized_tensor(lm):
+    """The decode module's attention reads the cached keys and values where the input lies: no
+    kernel writes a tensor of the cache's size (the old graph joined the new rows to a copy of
+    the cache and transposed it), only the scores, a head dim smaller, grow with the cache."""
+    head_dim = lm.config.head_dim
+    grown = [n for n in lm.decode.graph.ops
+             if any(not isinstance(d, int) for d in n.shape)]
+    assert grown and all(head_dim not in n.shape for n in grown), \
+        [(n.name, n.shape) for n in grown if head_dim in n.shape]

@@ -143,7 +143,7 @@ def test_transformer_logits_close_to_float(bits, group_size, least, tokens, rng)
     count, past = (9, 1) if tokens == "seq" else (1, 8)
     feeds = {"input_ids": rng.integers(0, 101, count), "positions": np.arange(count) + past - 1,
              "key_positions": np.array([10**9]) if tokens == "seq" else np.arange(past),
-             **{f"past_{kv}{i}": rng.standard_normal((past, 2, 32)).astype(np.float32)
+             **{f"past_{kv}{i}": rng.standard_normal((2, past, 32)).astype(np.float32)
                 for i in range(2) for kv in "kv"}}
     reference = tg.build(g)(**feeds)[0].ravel()
     got = tg.build(q)(**feeds)[0].ravel()

@@ -3,15 +3,18 @@
 `CausalLM` builds the decoder graph of `llama.py` twice, with symbolic cache lengths
 (`tg.build(g, bounds=...)`): for prompts (prefill) with a symbolic token count, whose products
 are GEMMs, and for one token (decode), whose products are matrix-vector products reading each
-weight once; nothing is compiled per length. The cache is static: keys and values of every layer
-preallocated to `max_length` positions; a call reads the filled part in place (a view, rounded
-up to a multiple of `CACHE_STEP` rows with the rows past the filled ones masked, so that the
-modules see a new size only every `CACHE_STEP` tokens) and the new tokens' keys and values are
-written after it.
+weight once; nothing is compiled per length. Both modules read one copy of the weights
+(`shared_weights`). The cache is static: keys and values of every layer preallocated to
+`max_length` positions, (kv heads, positions, head dim) as the attention's products read them; a
+call passes the filled part (a view, rounded up to a multiple of `CACHE_STEP` rows with the rows
+past the filled ones masked, so that the modules see a new size only every `CACHE_STEP` tokens),
+which the module copies into its input buffer and the attention reads there as it lies (no
+transposed or joined copy), and the new tokens' keys and values are written after it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..build import build
+from ..aligned import aligned_read_only
 from .llama import LlamaConfig, Weight, build_llama_graph
-from .quantize_weights import quantize_weights
+from .packing import PackedWeight
+from .quantize_weights import quantize_weight
 
 #: The position of cached rows that hold nothing (masked for every token).
 _NEVER = np.iinfo(np.int64).max // 2
@@ -77,7 +82,7 @@ class CausalLM:
     def __post_init__(self) -> None:
         c = self.config
         rows = _cache_rows(self.max_length)
-        shape = (c.num_hidden_layers, rows, c.num_key_value_heads, c.head_dim)
+        shape = (c.num_hidden_layers, c.num_key_value_heads, rows, c.head_dim)
         self.keys = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
 
@@ -86,20 +91,21 @@ class CausalLM:
               max_length: int | None = None, target: str = "llvm", bits: int | None = None,
               group_size: int | None = None) -> CausalLM:
         """Build the decoder for sequences of up to `max_length` positions (default: the
-        model's context length); with `bits`, its float projections quantized first
-        (`quantize_weights(graph, bits, group_size)`)."""
+        model's context length); with `bits`, its float projections quantized first, as
+        `quantize_weights(graph, bits, group_size)` would (`shared_weights`)."""
         max_length = max_length or config.max_position_embeddings
         if not 2 <= max_length <= config.max_position_embeddings:
             raise ValueError(f"CausalLM: max_length must be in 2..{config.max_position_embeddings}"
                              f", got {max_length}")
+        shared = shared_weights(weights, bits, group_size)
         modules = []
         for tokens in ("seq", 1):
-            graph = build_llama_graph(config, weights, tokens=tokens)
-            if bits is not None:
-                graph = quantize_weights(graph, bits, group_size)
             bounds = {"past": (1, _cache_rows(max_length))} | (
                 {"seq": (1, max_length)} if tokens == "seq" else {})
-            modules.append(build(graph, target=target, bounds=bounds))
+            # The prompt's GEMMs pack their float weight panels per call rather than holding a
+            # packed copy beside the one the decode's matrix-vector products read.
+            modules.append(build(build_llama_graph(config, shared, tokens=tokens), target=target,
+                                 bounds=bounds, prepack=tokens == 1))
         return cls(config, *modules, max_length)
 
     def reset(self) -> None:
@@ -121,14 +127,35 @@ class CausalLM:
             "input_ids": ids, "positions": np.arange(start, start + count, dtype=np.int64),
             "key_positions": cached}
         for i in range(self.config.num_hidden_layers):
-            feeds[f"past_k{i}"] = self.keys[i, :rows]
-            feeds[f"past_v{i}"] = self.values[i, :rows]
+            feeds[f"past_k{i}"] = self.keys[i, :, :rows]
+            feeds[f"past_v{i}"] = self.values[i, :, :rows]
         logits, *kv = (self.decode if count == 1 else self.prefill)(**feeds)
         for i in range(self.config.num_hidden_layers):
-            self.keys[i, start:start + count] = kv[2 * i]
-            self.values[i, start:start + count] = kv[2 * i + 1]
+            self.keys[i, :, start:start + count] = kv[2 * i].transpose(1, 0, 2)
+            self.values[i, :, start:start + count] = kv[2 * i + 1].transpose(1, 0, 2)
         self.length = start + count
         return np.asarray(logits).reshape(-1)
+
+
+def shared_weights(weights: Mapping[str, Weight], bits: int | None = None,
+                   group_size: int | None = None) -> dict[str, Weight]:
+    """`weights` as the arrays every graph built from them reads in place (64-byte aligned,
+    float32; copied only where they are not so), with `bits`, the projections (2-D weights but
+    the embedding, a gather) quantized (`quantize_weight`): the prefill and decode modules of a
+    `CausalLM` then hold one copy of the weights between them."""
+    out: dict[str, Weight] = {}
+    for key, weight in weights.items():
+        if isinstance(weight, PackedWeight):
+            out[key] = dataclasses.replace(
+                weight, weight=aligned_read_only(weight.weight),
+                scale=aligned_read_only(weight.scale),
+                zero=None if weight.zero is None else aligned_read_only(weight.zero))
+            continue
+        weight = aligned_read_only(np.asarray(weight, np.float32))
+        projection = bits is not None and weight.ndim == 2 and key != "token_embd"
+        out[key] = shared_weights({key: quantize_weight(weight, bits, group_size)})[key] \
+            if projection else weight
+    return out
 
 
 def _sample(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None,

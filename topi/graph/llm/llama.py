@@ -5,7 +5,8 @@ One sequence, no batch axis: activations are (tokens, hidden) rows, so every pro
 `dense` (or a quantized product) on rows. The graph serves prefill and decode, its sizes
 symbolic (or the token count fixed, 1 for decode): `input_ids` and `positions` ("seq" tokens)
 attend to the cached keys and values
-`past_k{i}` / `past_v{i}` ("past", kv heads, head dim) of positions `key_positions`, then to
+`past_k{i}` / `past_v{i}` (kv heads, "past", head dim: each head's rows are the batch that the
+attention's products read as they lie) of positions `key_positions`, then to
 their own; a key whose position is after the query's is masked (so a prompt passes one dummy
 cached row with a position past every token's, the symbolic sizes being at least 1).
 
@@ -18,13 +19,15 @@ is a float array (N, K) or a `PackedWeight`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..aligned import aligned_read_only
 from ..graph import Graph, Node
-from . import ops  # noqa: F401  (rms_norm, append_rows)
+from . import ops  # noqa: F401  (rms_norm)
 from .packing import PackedWeight
 from .quantize_weights import pack_dense
 
@@ -59,12 +62,15 @@ class LlamaConfig:
                              "not split into even head dims and whole groups")
 
 
+@functools.lru_cache(maxsize=8)
 def rope_tables(config: LlamaConfig) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of every position and frequency, (max positions, head_dim / 2) float32."""
+    """cos and sin of every position and frequency, (max positions, head_dim / 2) float32 (one
+    pair per config, which the graphs built for it share)."""
     half = config.head_dim // 2
     inv_freq = 1.0 / config.rope_theta ** (np.arange(half, dtype=np.float64) / half)
     angles = np.arange(config.max_position_embeddings, dtype=np.float64)[:, None] * inv_freq
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return aligned_read_only(np.cos(angles).astype(np.float32)), \
+        aligned_read_only(np.sin(angles).astype(np.float32))
 
 
 class _Builder:
@@ -76,7 +82,9 @@ class _Builder:
         self.weights = weights
 
     def const(self, key: str) -> Node:
-        return self.g.constant(np.asarray(self.weights[key], np.float32), key)
+        """The weight `key` read in place (not copied: the graphs built from one set of weights,
+        a prefill's and a decode's, hold one copy of them)."""
+        return self.g.constant(np.asarray(self.weights[key], np.float32), key, share=True)
 
     def linear(self, x: Node, key: str) -> Node:
         weight = self.weights[key]
@@ -102,22 +110,39 @@ class _Builder:
     def heads(self, x: Node, count: int) -> Node:
         return self.g.reshape(x, (x.shape[0], count, self.config.head_dim))
 
-    def attention(self, q: Node, keys: Node, values: Node, mask: Node) -> Node:
-        """q (tokens, H, d), keys and values (keys, KVH, d) -> (tokens, H * d); each group of
-        H / KVH query heads reads one KV head as a batch of the group's rows."""
+    def scores(self, q_rows: Node, keys: Node, mask: Node) -> Node:
+        """q_rows (KVH, group * tokens, d) against keys (KVH, n, d), scaled and masked by
+        `mask` (tokens, n): (KVH, group * tokens, n)."""
+        g, c = self.g, self.config
+        kv_heads, rows, n = c.num_key_value_heads, q_rows.shape[1], keys.shape[1]
+        group = c.num_attention_heads // kv_heads
+        scores = g.multiply(g.batch_matmul(q_rows, keys), float(1 / np.sqrt(c.head_dim)))
+        scores = g.reshape(scores, (kv_heads, group, mask.shape[0], n))
+        return g.reshape(g.add(scores, mask), (kv_heads, rows, n))
+
+    def attention(self, q: Node, new: tuple[Node, Node], past: tuple[Node, Node],
+                  masks: tuple[Node, Node]) -> Node:
+        """q (tokens, H, d) attending to the cached keys and values `past` (KVH, past, d), read
+        where they lie, and to the new ones `new` (tokens, KVH, d) -> (tokens, H * d); each
+        group of H / KVH query heads reads one KV head as a batch of the group's rows. The
+        softmax runs over the two key sets apart (one maximum, one sum), so that the cache is
+        neither copied after nor joined to the new rows."""
         g, c = self.g, self.config
         tokens, kv_heads = q.shape[0], c.num_key_value_heads
         group = c.num_attention_heads // kv_heads
         q_rows = g.reshape(g.transpose(q, (1, 0, 2)), (kv_heads, group * tokens, c.head_dim))
-        k = g.transpose(keys, (1, 0, 2))
-        scores = g.multiply(g.batch_matmul(q_rows, k), float(1 / np.sqrt(c.head_dim)))
-        scores = g.reshape(scores, (kv_heads, group, tokens, keys.shape[0]))
-        scores = g.reshape(g.add(scores, mask), (kv_heads, group * tokens, keys.shape[0]))
-        out = g.matmul(g.softmax(scores, axis=-1), g.transpose(values, (1, 0, 2)))
+        new_k, new_v = (g.transpose(t, (1, 0, 2)) for t in new)
+        cached = self.scores(q_rows, past[0], masks[0])
+        fresh = self.scores(q_rows, new_k, masks[1])
+        top = g.maximum(g.max(cached, axis=-1, keepdims=True), g.max(fresh, axis=-1,
+                                                                      keepdims=True))
+        cached, fresh = g.exp(g.subtract(cached, top)), g.exp(g.subtract(fresh, top))
+        total = g.add(g.sum(cached, axis=-1, keepdims=True), g.sum(fresh, axis=-1, keepdims=True))
+        out = g.divide(g.add(g.matmul(cached, past[1]), g.matmul(fresh, new_v)), total)
         out = g.transpose(g.reshape(out, (c.num_attention_heads, tokens, c.head_dim)), (1, 0, 2))
         return g.reshape(out, (tokens, c.hidden_size))
 
-    def layer(self, i: int, x: Node, cos: Node, sin: Node, mask: Node,
+    def layer(self, i: int, x: Node, cos: Node, sin: Node, masks: tuple[Node, Node],
               past: tuple[Node, Node]) -> tuple[Node, Node, Node]:
         g, c, p = self.g, self.config, f"blk.{i}."
         h = self.rms_norm(x, p + "attn_norm")
@@ -126,11 +151,17 @@ class _Builder:
         k = self.rotate(self.heads(self.linear(h, p + "attn_k"), c.num_key_value_heads),
                         cos, sin)
         v = self.heads(self.linear(h, p + "attn_v"), c.num_key_value_heads)
-        keys, values = (g.apply("append_rows", cached, new) for cached, new in zip(past, (k, v)))
-        x = g.add(x, self.linear(self.attention(q, keys, values, mask), p + "attn_output"))
+        x = g.add(x, self.linear(self.attention(q, (k, v), past, masks), p + "attn_output"))
         h = self.rms_norm(x, p + "ffn_norm")
         gated = g.multiply(g.silu(self.linear(h, p + "ffn_gate")), self.linear(h, p + "ffn_up"))
         return g.add(x, self.linear(gated, p + "ffn_down")), k, v
+
+
+def _causal_mask(g: Graph, keys: Node, positions: Node) -> Node:
+    """0 where a key's position is at most the query's, MASKED after: (queries, keys)."""
+    later = g.greater(g.reshape(keys, (1, keys.shape[0])),
+                      g.reshape(positions, (positions.shape[0], 1)))
+    return g.where(later, np.array(MASKED, np.float32), np.array(0, np.float32))
 
 
 def build_llama_graph(config: LlamaConfig, weights: Mapping[str, Weight],
@@ -142,22 +173,19 @@ def build_llama_graph(config: LlamaConfig, weights: Mapping[str, Weight],
     ids = g.input("input_ids", (tokens,), "int64")
     positions = g.input("positions", (tokens,), "int64")
     cached = g.input("key_positions", ("past",), "int64")
-    kv_shape = ("past", c.num_key_value_heads, c.head_dim)
+    kv_shape = (c.num_key_value_heads, "past", c.head_dim)
     caches = [(g.input(f"past_k{i}", kv_shape), g.input(f"past_v{i}", kv_shape))
               for i in range(c.num_hidden_layers)]
     tokens = ids.shape[0]
     cos_table, sin_table = rope_tables(c)
-    cos, sin = (g.reshape(g.take(g.constant(t, name), positions, axis=0),
+    cos, sin = (g.reshape(g.take(g.constant(t, name, share=True), positions, axis=0),
                           (tokens, 1, c.head_dim // 2))
                 for t, name in ((cos_table, "rope_cos"), (sin_table, "rope_sin")))
-    key_positions = g.apply("append_rows", cached, positions)
-    later = g.greater(g.reshape(key_positions, (1, key_positions.shape[0])),
-                      g.reshape(positions, (tokens, 1)))
-    mask = g.where(later, np.array(MASKED, np.float32), np.array(0, np.float32))
+    masks = tuple(_causal_mask(g, keys, positions) for keys in (cached, positions))
     x = g.take(b.const("token_embd"), ids, axis=0)
     new_kv = []
     for i in range(c.num_hidden_layers):
-        x, k, v = b.layer(i, x, cos, sin, mask, caches[i])
+        x, k, v = b.layer(i, x, cos, sin, masks, caches[i])
         new_kv += [k, v]
     if not all_logits:
         x = g.slice_dims(x, axes=(0,), begin=(tokens - 1,), size=(1,))

@@ -1,14 +1,10 @@
 """The graph ops of language models: `dense_quantized` and `dense_dequantized` (weight-only
-quantized products for few and for many rows) and
-`rms_norm` and `append_rows` (a cache followed by the new rows, both of symbolic length), each
-with its topi compute, x86 schedule and numpy reference (the pattern of
-`topi/graph/ops.py`)."""
+quantized products for few and for many rows) and `rms_norm`, each with its topi compute, x86
+schedule and numpy reference (the pattern of `topi/graph/ops.py`)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-import tensorlang as tl
 
 from ... import x86
 from ...nn.dense_quantized import dense_dequantized, dense_quantized
@@ -49,22 +45,3 @@ def _rms_norm_reference(x: np.ndarray, weight: np.ndarray, epsilon: float = 1e-5
 register_op("rms_norm", lambda x, weight, epsilon=1e-5: rms_norm(x, weight, epsilon),
             x86.schedule_reduce, OpPattern.REDUCTION, reference=_rms_norm_reference)
 
-
-def _append_rows(first: tl.Tensor, second: tl.Tensor) -> tl.Tensor:
-    """`first` then `second` along axis 0, whose lengths may be symbolic (topi's concatenate
-    wants them static); both reads are clamped into their tensors, so neither reads past its
-    end where the select takes the other."""
-    n = first.shape[0]
-    shape = (n + second.shape[0], *first.shape[1:])
-
-    def f(*index):
-        i, rest = index[0], index[1:]
-        head = first[(tl.minimum(i, n - 1), *rest)]
-        tail = second[(tl.maximum(i - n, 0), *rest)]
-        return tl.if_then_else(i < n, head, tail)
-
-    return tl.compute(shape, f, name="append_rows", tag="injective")
-
-
-register_op("append_rows", _append_rows, x86.schedule_injective, OpPattern.INJECTIVE,
-            reference=lambda first, second: np.concatenate([first, second], axis=0))

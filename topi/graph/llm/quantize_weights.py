@@ -49,10 +49,10 @@ def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
     leading = data.shape[:-1]
     rows = data if len(data.shape) == 2 else out.reshape(
         data, (math.prod(leading), data.shape[-1]), name=f"{name}__rows")
-    inputs = [out.constant(packed.weight, f"{name}__q{packed.bits}"),
-              out.constant(packed.scale, f"{name}__scale")]
+    inputs = [out.constant(packed.weight, f"{name}__q{packed.bits}", share=True),
+              out.constant(packed.scale, f"{name}__scale", share=True)]
     if packed.zero is not None:
-        inputs.append(out.constant(packed.zero, f"{name}__zero"))
+        inputs.append(out.constant(packed.zero, f"{name}__zero", share=True))
     few = isinstance(rows.shape[0], int) and rows.shape[0] <= READ_ONCE_ROWS
     op = "dense_quantized" if few else "dense_dequantized"
     result = out.apply(op, rows, *inputs, bits=packed.bits,
@@ -60,6 +60,15 @@ def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
     if len(leading) == 1:
         return result
     return out.reshape(result, (*leading, packed.weight.shape[0]), name=name)
+
+
+def quantize_weight(weight: np.ndarray, bits: int, group_size: int | None = None,
+                    zero_points: bool = False) -> PackedWeight:
+    """One (N, K) float weight packed as `quantize_weights` packs a layer's."""
+    if bits not in (4, 8):
+        raise ValueError(f"quantize_weights: bits must be 8 or 4, got {bits!r}")
+    return quantize_int8(weight, group_size) if bits == 8 else \
+        quantize_int4(weight, group_size or INT4_GROUP, zero_points)
 
 
 def quantize_weights(g: Graph, bits: int = 8, group_size: int | None = None,
@@ -89,8 +98,7 @@ def quantize_weights(g: Graph, bits: int = 8, group_size: int | None = None,
         if weight is None:
             return None
         try:
-            packed = quantize_int8(weight, group_size) if bits == 8 else \
-                quantize_int4(weight, group_size or INT4_GROUP, zero_points)
+            packed = quantize_weight(weight, bits, group_size, zero_points)
         except ValueError as err:
             raise ValueError(f"quantize_weights: layer {node.name!r}: {err}") from None
         return pack_dense(out, inputs[0], packed, node.name)
