@@ -9,7 +9,8 @@ LLaMA-shaped models with random weights (SmolLM2-135M, Qwen2-0.5B, TinyLlama-1.1
 - torch.compile (inductor) of the same model with a static cache (`cache_implementation=
   "static"`), unless --no-compile;
 - llama.cpp through llama-cpp-python when it is importable: the same weights written as GGUF
-  F32, Q8_0 and Q4_0 (`gguf_export.write_gguf`).
+  F32, Q8_0 and Q4_0 (`gguf_export.write_gguf`); the F32 row notes how many of its greedy
+  tokens ours (float32) produce alike, a check of the GGUF writer.
 
 Prefill is the prompt of each `--prompts` length in one call; decode the `--new-tokens` greedy
 tokens after a prompt of 16, one call each. Decode at batch 1 reads every weight once per token,
@@ -70,6 +71,8 @@ class Row:
     decode: float | None
     bytes_per_token: float | None = None
     note: str = ""
+    #: the greedy tokens of the decode run (the prompt of DECODE_PROMPT, then the new ones)
+    tokens: np.ndarray | None = None
 
 
 def _torch():
@@ -146,11 +149,11 @@ def bench_ours(config: LlamaConfig, weights: dict, prompts: list[int], new_token
                 lm.reset()
                 times.append(_seconds(lambda: lm(ids)))
             prefill[p] = p / min(times)
-        generate(lm, _prompt(DECODE_PROMPT, config.vocab_size), new_tokens)
+        tokens = generate(lm, _prompt(DECODE_PROMPT, config.vocab_size), new_tokens)
         best = max(_decode_rate(lm, config, new_tokens) for _ in range(rounds))
         rows.append(Row(f"ours {label}", prefill, best,
                         _bytes_per_token(lm, config, DECODE_PROMPT + new_tokens // 2),
-                        f"built in {built:.0f} s"))
+                        f"built in {built:.0f} s", tokens))
         del lm
     return rows
 
@@ -197,8 +200,21 @@ def bench_torch(model, config: LlamaConfig, prompts: list[int], new_tokens: int,
     return Row(name, prefill, decode)
 
 
+def _agreement(ours: np.ndarray | None, theirs: list[int]) -> str:
+    """How many of llama.cpp's greedy tokens our float32 run produced alike (the same GGUF F32
+    weights: a check of `write_gguf` and of both runtimes)."""
+    if ours is None:
+        return ""
+    new = ours[DECODE_PROMPT:DECODE_PROMPT + len(theirs)]
+    same = int(np.cumprod(new == np.array(theirs[:len(new)])).sum())
+    return f"greedy tokens: the first {same} of {len(new)} are ours"
+
+
 def bench_llama_cpp(config: LlamaConfig, weights: dict, arch: str, prompts: list[int],
-                    new_tokens: int, threads: int) -> list[Row]:
+                    new_tokens: int, threads: int,
+                    ours: dict[str, np.ndarray | None] | None = None) -> list[Row]:
+    """llama.cpp's rows; with `ours` (label -> our greedy tokens), the F32 row notes how far
+    its greedy tokens agree with ours."""
     try:
         import llama_cpp
     except ImportError:
@@ -219,13 +235,14 @@ def bench_llama_cpp(config: LlamaConfig, weights: dict, arch: str, prompts: list
                 prefill[p] = p / _seconds(lambda: llm.eval(ids))
             llm.reset()
             llm.eval(_prompt(DECODE_PROMPT, config.vocab_size).tolist())
-            token = 1
+            tokens = [int(np.argmax(llm.scores[llm.n_tokens - 1]))]
             started = time.perf_counter()
-            for _ in range(new_tokens):
-                llm.eval([token])
-                token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            for _ in range(new_tokens - 1):
+                llm.eval(tokens[-1:])
+                tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+            note = _agreement((ours or {}).get(label), tokens) if qtype == "F32" else ""
             rows.append(Row(f"llama.cpp {qtype}", prefill,
-                            new_tokens / (time.perf_counter() - started)))
+                            (new_tokens - 1) / (time.perf_counter() - started), note=note))
             del llm
     return rows
 
@@ -271,7 +288,9 @@ def main() -> None:
                 rows.append(Row("torch.compile inductor static cache", {}, None,
                                 note=f"failed: {type(err).__name__}: {err}"[:80]))
         arch = "qwen2" if cls.startswith("Qwen2") else "llama"
-        rows += bench_llama_cpp(config, weights, arch, prompts, args.new_tokens, args.threads)
+        ours = {row.name.removeprefix("ours "): row.tokens for row in rows}
+        rows += bench_llama_cpp(config, weights, arch, prompts, args.new_tokens, args.threads,
+                                ours)
         _print(name, rows, prompts, bandwidth)
 
 
