@@ -64,6 +64,8 @@ setup(
         # benchmarks/: the reference libraries, and which OpenBLAS kernel numpy runs.
         "bench": ["threadpoolctl>=3", "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0",
                   # OpenVINO needs only numpy and its telemetry package: it leaves torch alone
-                  "openvino>=2024.0"],
+                  "openvino>=2024.0",
+                  # llama.cpp (built from source at install: minutes)
+                  "llama-cpp-python>=0.3"],
     },
 )

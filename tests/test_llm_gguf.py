@@ -217,3 +217,24 @@ def test_write_gguf_round_trip(qtype, tmp_path):
         else:
             expected = gguf.quants.dequantize(gguf.quants.quantize(value, kind), kind)
             np.testing.assert_allclose(got.dequantize(), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_llama_cpp_generates_our_greedy_tokens(tmp_path):
+    """The F32 file write_gguf gives llama.cpp (the benchmark's) makes llama.cpp's greedy
+    tokens those that our CausalLM built from the same file generates."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from topi.graph.llm.gguf_export import write_gguf
+    from topi.graph.llm.llama import LlamaConfig
+
+    model = _hf("llama")
+    weights = weights_from_hf({k: v.detach().numpy() for k, v in model.state_dict().items()})
+    path = tmp_path / "llama.gguf"
+    write_gguf(path, LlamaConfig(**SHAPE), weights, "F32")
+    llm = llama_cpp.Llama(str(path), n_ctx=32, n_threads=1, logits_all=True, verbose=False)
+    llm.eval(PROMPT.tolist())
+    theirs = [int(np.argmax(llm.scores[llm.n_tokens - 1]))]
+    while len(theirs) < 12:
+        llm.eval(theirs[-1:])
+        theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+    ours = tg.generate(tg.from_gguf(path, max_length=32), PROMPT, 12)
+    np.testing.assert_array_equal(ours[PROMPT.size:], theirs)

@@ -36,6 +36,20 @@ def _metadata(writer, config: LlamaConfig) -> None:
     writer.add_vocab_size(config.vocab_size)
 
 
+def _placeholder_vocabulary(writer, vocab_size: int) -> None:
+    """A SentencePiece vocabulary of `vocab_size` named ids (<unk>, <s>, </s>, then t3, t4,
+    ...): llama.cpp refuses a file without one, though generating from ids reads no text."""
+    special = ["<unk>", "<s>", "</s>"][:vocab_size]
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(special + [f"t{i}" for i in range(len(special), vocab_size)])
+    writer.add_token_scores([0.0] * vocab_size)
+    writer.add_token_types([2, 3, 3][:len(special)] + [1] * (vocab_size - len(special)))
+    writer.add_unk_token_id(0)
+    if vocab_size > 2:
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+
+
 def write_gguf(path: str | Path, config: LlamaConfig, weights: Mapping[str, np.ndarray],
                qtype: str = "F32", architecture: str = "llama") -> None:
     """Write float `weights` (GGUF names, `llama.weights_from_hf`'s) to `path` (see the module
@@ -53,6 +67,7 @@ def write_gguf(path: str | Path, config: LlamaConfig, weights: Mapping[str, np.n
     heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
     writer = gguf.GGUFWriter(str(path), architecture)
     _metadata(writer, config)
+    _placeholder_vocabulary(writer, config.vocab_size)
     for name, value in weights.items():
         value = np.asarray(value, np.float32)
         tensor_name = name if name.endswith(".bias") else f"{name}.weight"
