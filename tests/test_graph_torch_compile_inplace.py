@@ -1,7 +1,7 @@
 """torch.compile(backend="tensorlang") of graphs that write into their inputs: a key/value cache
 updated in place at positions known only at run time (`index_copy_`, `index_put_`) runs
-compiled, the caller's cache holding what eager PyTorch writes; transformers' `generate()` with a
-static cache runs compiled after the first call, its greedy tokens eager's."""
+compiled, the caller's cache holding what eager PyTorch writes (transformers' `generate()` with a
+static cache: tests/test_graph_torch_compile_decoders.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from torch import nn
 from topi.graph.torch_compile import TensorlangCompileWarning
 
 from compile_fixtures import builds, fresh_dynamo  # noqa: F401  (fixtures)
-from wild_models import torchvision
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning")
 
@@ -54,25 +53,3 @@ def test_cache_written_at_run_time_positions(put, builds):
                                        atol=1e-5, msg=f"positions {positions}")
             torch.testing.assert_close(ours, theirs, msg=f"the cache after {positions}")
     assert len(builds) == 2  # one token, two tokens
-
-
-def test_generate_with_a_static_cache_runs_compiled(builds):
-    torchvision()  # transformers imports it when present
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=37,
-                                      num_hidden_layers=1, num_attention_heads=4,
-                                      num_key_value_heads=2, max_position_embeddings=128)
-    model = transformers.LlamaForCausalLM(config).eval()
-    prompt = torch.randint(0, 99, (1, 7), generator=torch.Generator().manual_seed(1))
-    options = dict(max_new_tokens=64, do_sample=False, cache_implementation="static")
-    with torch.no_grad():
-        want = model.generate(prompt, **options)
-        model.forward = torch.compile(model.forward, backend="tensorlang")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", TensorlangCompileWarning)
-            got = model.generate(prompt, **options)
-            assert len(builds) == 2  # the prompt, then one Module for every new token
-            torch.testing.assert_close(model.generate(prompt, **options), want, rtol=0, atol=0)
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
-    assert len(builds) == 2  # a second generate() builds nothing

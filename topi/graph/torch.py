@@ -79,7 +79,8 @@ def from_torch(module: Any, example_inputs: Sequence[Any],
 
     Returns:
         The Graph, with one input per tensor argument (named as `forward`'s parameters) and the
-        module's outputs in order. Its constants are the module's parameters and buffers
+        module's tensor outputs in order (an output that the export found to be a constant
+        number is none of them). Its constants are the module's parameters and buffers
         themselves (read-only views of their memory, not copies, where they are contiguous CPU
         tensors; a weight that several layers share is one constant), and a built Module reads
         them in place where its kernels take them as they lie: import and build again after
@@ -294,9 +295,12 @@ class _Importer(GraphWriter):
                 elif fx.op == "output":
                     outputs = fx.args[0] if isinstance(fx.args[0], (tuple, list)) else fx.args
                     # a functional program returns the new values of buffers and inputs that
-                    # the module updates in place before its own outputs: only those are kept
+                    # the module updates in place before its own outputs: only those are kept;
+                    # a number the export found constant is no tensor of the graph (the caller
+                    # reads it from the program)
                     for out, spec in zip(outputs, sig.output_specs, strict=True):
-                        if spec.kind is OutputKind.USER_OUTPUT:
+                        if spec.kind is OutputKind.USER_OUTPUT and \
+                                not isinstance(out, (int, float)):
                             self.graph.output(self.as_node(self._arg(out)))
                     # keys and values that attention reads unrepeated leave their copies dead
                     self.graph = remove_dead_nodes(self.graph)

@@ -126,6 +126,7 @@ class _Bound(torch.nn.Module):
         if self.dynamic is not None:
             for slot, value in self.dynamic.int_values(tensors).items():
                 args[slot] = value
+            self.dynamic.check_equal(tensors)
         out = self.gm(*args)
         # the tensors it writes into, returned after its outputs: their new values
         return (out, tuple(tensors[k] for k in self.writes)) if self.writes else out
@@ -133,8 +134,9 @@ class _Bound(torch.nn.Module):
 
 class _Built:
     """One Module of the graph, for one set of input shapes: its inputs by the exported
-    program's names, the structure of the program's outputs, and the inputs (by position among
-    the tensors) that the graph writes into, whose new values follow its outputs."""
+    program's names, the structure of the program's outputs (with the numbers among them, which
+    are returned as they are), and the inputs (by position among the tensors) that the graph
+    writes into, whose new values follow its outputs."""
 
     def __init__(self, module: ModelBase, program: torch.export.ExportedProgram,
                  writes: Sequence[int] = ()) -> None:
@@ -143,6 +145,11 @@ class _Built:
         self.writes = list(writes)
         self.input_names = list(sig.user_inputs)
         self.treespec = program.call_spec.out_spec
+        outputs = next(n for n in program.graph.nodes if n.op == "output").args[0]
+        users = [o for o, spec in zip(outputs, sig.output_specs)
+                 if spec.kind is torch.export.graph_signature.OutputKind.USER_OUTPUT]
+        # numbers the export found constant (a sliding window's size) are no Module outputs
+        self.numbers = {i: o for i, o in enumerate(users) if isinstance(o, (int, float))}
         names = sorted(n.name for n in module.inputs)
         if names != sorted(self.input_names):
             raise ValueError(f"the module's inputs {names} are not the program's "
@@ -152,8 +159,10 @@ class _Built:
         arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
         # each call returns arrays of its own (the Module copies out of its buffers), so the
         # tensors viewing them are never overwritten by a later call
-        out = torch.utils._pytree.tree_unflatten([torch.from_numpy(a) for a in arrays],
-                                                 self.treespec)
+        leaves = [torch.from_numpy(a) for a in arrays]
+        for i, number in sorted(self.numbers.items()):
+            leaves.insert(i, number)
+        out = torch.utils._pytree.tree_unflatten(leaves, self.treespec)
         if not self.writes:
             return out
         out, written = out
@@ -309,7 +318,8 @@ def _with_grad(gm: torch.fx.GraphModule, built: _Built, args: Sequence[Any],
         @staticmethod
         def forward(ctx: Any, *inputs: torch.Tensor) -> Any:
             out = torch.utils._pytree.tree_leaves(built([args[i].detach() for i in slots]))
-            ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
+            ctx.mark_non_differentiable(*[o for o in out if isinstance(o, torch.Tensor)
+                                            and not o.is_floating_point()])
             return tuple(out)
 
         @staticmethod

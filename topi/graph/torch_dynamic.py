@@ -10,6 +10,13 @@ without failing), bounded by the symbol's range in Dynamo's ShapeEnv; a range wi
 upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
 the exported module computes them from its tensors' sizes, so one Module serves every size
 within the bounds.
+
+Dynamo gives each tensor input's size its own symbol unless its trace compared them: the key and
+value caches of transformers' DynamicCache arrive with lengths `s67` and `s87`, since the fake
+`scaled_dot_product_attention` never checks that keys and values are as long. Such symbols,
+which attention needs equal, are one size of the build: the export is told so (`torch._check`),
+the Module binds one shape variable for both (a call where they differ is a ValueError there),
+and a call where they differ runs eagerly.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ class DynamicSizes:
         carriers: symbol name -> (tensor input, axis) where its size is read.
         ints: integer input slot -> its sympy expression over the symbols.
         bounds: symbol name -> (low, high), inclusive.
+        equal: pairs of symbols that attention needs equal (the lengths of its keys and values).
     """
 
     symbols: list[dict[int, str]]
@@ -52,6 +60,7 @@ class DynamicSizes:
     carriers: dict[str, tuple[int, int]]
     ints: dict[int, Any]
     bounds: dict[str, tuple[int, int]]
+    equal: list[tuple[str, str]]
 
     def sizes(self, tensors: Sequence[Any]) -> dict[str, int]:
         """The symbols' values at a call (ints or, while exporting, SymInts)."""
@@ -62,6 +71,12 @@ class DynamicSizes:
         sizes = self.sizes(tensors)
         return {slot: sympy_size(expr, sizes.__getitem__) for slot, expr in self.ints.items()}
 
+    def check_equal(self, tensors: Sequence[Any]) -> None:
+        """Tells the export that the sizes in `equal` are one (`torch._check`, while tracing)."""
+        sizes = self.sizes(tensors)
+        for a, b in self.equal:
+            torch._check(sizes[a] == sizes[b])
+
     def graph_bounds(self, graph: Graph) -> dict[str, tuple[int, int]]:
         """The bounds of the shape variables of `graph`, the program exported with `dims`
         (its inputs those tensors): each variable has the bounds of the symbol of its dims."""
@@ -70,13 +85,16 @@ class DynamicSizes:
             for axis, name in axes.items():
                 dim = node.shape[axis]
                 if isinstance(dim, Var):  # (a size that the export found constant has none)
-                    out[dim.name] = self.bounds[name]
+                    lo, hi = self.bounds[name]
+                    seen = out.get(dim.name, (lo, hi))  # (symbols in `equal` share a variable)
+                    out[dim.name] = (max(lo, seen[0]), min(hi, seen[1]))
         return out
 
     def within(self, tensors: Sequence[torch.Tensor]) -> bool:
         """Whether the tensors' sizes lie within the bounds."""
         sizes = self.sizes(tensors)
-        return all(lo <= sizes[name] <= hi for name, (lo, hi) in self.bounds.items())
+        return all(lo <= sizes[name] <= hi for name, (lo, hi) in self.bounds.items()) and \
+            all(sizes[a] == sizes[b] for a, b in self.equal)
 
 
 def _fake(node: torch.fx.Node) -> Any:
@@ -123,7 +141,32 @@ def dynamic_sizes(gm: torch.fx.GraphModule, tensor_slots: Sequence[int],
         ints[slot] = value.node.expr
     dims = [{axis: Dim.DYNAMIC(min=bounds[name][0], max=bounds[name][1])
              for axis, name in axes.items()} for axes in symbols]
-    return DynamicSizes(symbols, dims, carriers, ints, bounds)
+    return DynamicSizes(symbols, dims, carriers, ints, bounds, _attention_equal(gm, carriers))
+
+
+_ATTENTION = (torch._C._nn.scaled_dot_product_attention,
+              torch.nn.functional.scaled_dot_product_attention)
+
+
+def _attention_equal(gm: torch.fx.GraphModule,
+                     carriers: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
+    """The pairs of input symbols that the graph's attention needs equal: where the lengths of
+    its keys and values differ by one symbol for another (`s67 + 1` and `s87 + 1`)."""
+    pairs = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _ATTENTION or len(node.args) < 3:
+            continue
+        k, v = (getattr(_fake(a), "shape", None) if isinstance(a, torch.fx.Node) else None
+                for a in node.args[1:3])
+        if not k or not v or not all(isinstance(n[-2], torch.SymInt) for n in (k, v)):
+            continue
+        gap = k[-2].node.expr - v[-2].node.expr
+        a, b = sorted(gap.free_symbols, key=str) if len(gap.free_symbols) == 2 else (None, None)
+        pair = (str(a), str(b))
+        if a is not None and gap in (a - b, b - a) and all(n in carriers for n in pair) and \
+                pair not in pairs:
+            pairs.append(pair)
+    return pairs
 
 
 def _bounds(vr: Any) -> tuple[int, int]:
