@@ -122,3 +122,41 @@ def test_bert_with_varying_sequence_is_built_once(builds):
             torch.testing.assert_close(got.pooler_output, want.pooler_output, rtol=1e-4,
                                        atol=1e-5)
     assert len(builds) == 1 and isinstance(builds[0], SymbolicModule)
+
+
+def test_a_numpy_array_input_stays_a_tensor_input(builds):
+    """Dynamo passes a numpy array the model reads (BigBird's random attention plan) as a
+    tensor marked like an unspecialized number; it is an input with dimensions, not a
+    number to bake in (reading it with .item() crashed the backend)."""
+    import numpy as np
+
+    class Pick(nn.Module):
+        def forward(self, x: torch.Tensor, plan: np.ndarray) -> torch.Tensor:
+            return x[:, torch.from_numpy(plan)] * 2
+
+    model = Pick()
+    fast = torch.compile(model, backend="tensorlang")
+    x = torch.randn(3, 7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TensorlangCompileWarning)
+        for plan in (np.array([6, 0, 3, 3, 1]), np.array([1, 2, 3, 4, 5])):
+            torch.testing.assert_close(fast(x, plan), model(x, plan))
+    assert builds
+
+
+def test_shapes_past_the_specializations_warn_once(builds, monkeypatch):
+    """A static graph built per input shape warns when further shapes run eagerly."""
+    from topi.graph import torch_compile
+
+    monkeypatch.setattr(torch_compile, "MAX_SPECIALIZATIONS", 1)
+    model = nn.Linear(5, 3).eval()
+    graph = torch_compile.CompiledGraph(torch.fx.symbolic_trace(model), [torch.randn(2, 5)],
+                                        {"target": torch_compile.as_target("llvm")})
+    with torch.no_grad():
+        x = torch.randn(2, 5)
+        torch.testing.assert_close(graph(x), model(x))
+        with pytest.warns(TensorlangCompileWarning, match="more than 1 input shapes") as record:
+            for batch in (3, 4):
+                x = torch.randn(batch, 5)
+                torch.testing.assert_close(graph(x), model(x))
+    assert len(record) == 1 and len(builds) == 1

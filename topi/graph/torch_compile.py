@@ -193,13 +193,13 @@ class CompiledGraph:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.names = [n.name for n in placeholders]
         self.constants = [i for i, v in enumerate(example_inputs) if _is_constant(v)]
-        self.scalars = scalar_slots(gm)
+        self.scalars = scalar_slots(gm, example_inputs)
         self.tensors = [i for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)
                         and i not in self.constants and i not in self.scalars]
         self.ints = [i for i, v in enumerate(example_inputs)
                      if not isinstance(v, torch.Tensor)]
         self._held = self._constant_state(example_inputs)
-        self._beyond_bounds = False
+        self._warned: set[str] = set()
         if not all(isinstance(example_inputs[i], (int, torch.SymInt)) for i in self.ints):
             kinds = sorted({type(example_inputs[i]).__name__ for i in self.ints})
             self._give_up(f"inputs of type {kinds}")
@@ -273,7 +273,8 @@ class CompiledGraph:
             return None
         if self.dynamic is not None:
             if not self.dynamic.within([args[i] for i in self.tensors]):
-                self._warn_beyond_bounds()
+                self._warn_once(f"sizes beyond the bounds {self.dynamic.bounds} of a "
+                                f"torch.compile graph run in eager PyTorch")
                 return None
             key: tuple = ("dynamic",)
         else:
@@ -282,6 +283,8 @@ class CompiledGraph:
         built = self.built.get(key)
         if built is None:
             if len(self.built) >= MAX_SPECIALIZATIONS:
+                self._warn_once(f"more than {MAX_SPECIALIZATIONS} input shapes of a "
+                                f"torch.compile graph: the others run in eager PyTorch")
                 return None
             try:
                 built = self.built[key] = self._build(args)
@@ -290,12 +293,11 @@ class CompiledGraph:
                 return None
         return built
 
-    def _warn_beyond_bounds(self) -> None:
-        if not self._beyond_bounds:
-            self._beyond_bounds = True
-            warnings.warn(f"tensorlang: sizes beyond the bounds {self.dynamic.bounds} of a "
-                          f"torch.compile graph run in eager PyTorch", TensorlangCompileWarning,
-                          stacklevel=4)
+    def _warn_once(self, what: str) -> None:
+        """One warning per kind of call that runs eagerly while the graph stays compiled."""
+        if what not in self._warned:
+            self._warned.add(what)
+            warnings.warn(f"tensorlang: {what}", TensorlangCompileWarning, stacklevel=4)
 
     def __call__(self, *args: Any) -> Any:
         built = self._module(args)

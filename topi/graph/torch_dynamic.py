@@ -184,13 +184,16 @@ def _finite(value: Any) -> bool:
         return False
 
 
-def scalar_slots(gm: torch.fx.GraphModule) -> list[int]:
+def scalar_slots(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[int]:
     """The inputs of `gm` that are Python numbers Dynamo passes as 0-d tensors (with
     `dynamic=True` it leaves float attributes such as a layer norm's eps unspecialized): the
-    graph reads them with `.item()`, which `torch.export` cannot trace into a size."""
+    graph reads them with `.item()`, which `torch.export` cannot trace into a size. Dynamo
+    marks numpy arrays that the model reads (BigBird's random attention plan) the same way:
+    those have dimensions, and stay tensor inputs."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return [i for i, n in enumerate(placeholders)
-            if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)]
+            if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)
+            and isinstance(example_inputs[i], torch.Tensor) and example_inputs[i].dim() == 0]
 
 
 def bake_scalars(gm: torch.fx.GraphModule, values: dict[int, Any]) -> torch.fx.GraphModule:
