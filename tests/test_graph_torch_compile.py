@@ -144,6 +144,20 @@ def test_unknown_op_falls_back_with_one_warning():
     assert graphs[0].failure is not None and not graphs[0].built
 
 
+def test_a_graph_the_backend_cannot_read_runs_eagerly_with_one_warning(monkeypatch):
+    from topi.graph import torch_compile
+
+    def unreadable(*args):
+        raise RuntimeError("cannot read this graph")
+
+    monkeypatch.setattr(torch_compile, "scalar_slots", unreadable)
+    model = nn.Linear(4, 3).eval()
+    x = torch.randn(2, 4)
+    with pytest.warns(TensorlangCompileWarning, match="cannot read this graph"), \
+            torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="tensorlang")(x), model(x))
+
+
 def test_changed_weights_are_rebuilt():
     torch.manual_seed(0)
     model = nn.Linear(4, 3).eval()

@@ -91,7 +91,12 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     if log_file is not None and not os.path.exists(log_file):
         raise FileNotFoundError(f"tensorlang backend: tuning log {str(log_file)!r} does not exist")
     options["target"] = as_target(options.get("target", "llvm"))
-    return CompiledGraph(gm, example_inputs, options)
+    try:
+        return CompiledGraph(gm, example_inputs, options)
+    except Exception as err:  # noqa: BLE001 - a graph the backend cannot even read runs eagerly
+        warnings.warn(f"tensorlang: a torch.compile graph runs in eager PyTorch: "
+                      f"{type(err).__name__}: {err}", TensorlangCompileWarning, stacklevel=2)
+        return gm
 
 
 def _is_constant(value: Any) -> bool:
