@@ -36,9 +36,10 @@ def _graph(rng, rows: int, k: int, n: int) -> tuple[tg.Graph, np.ndarray]:
     return g, weight
 
 
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])  # the host, and AVX2
 @pytest.mark.parametrize("rows,k,n,bits,group_size,zero_points", CASES)
 def test_dense_quantized_matches_dequantized_numpy(rows, k, n, bits, group_size, zero_points,
-                                                   rng):
+                                                   target, rng):
     g, weight = _graph(rng, rows, k, n)
     q = quantize_weights(g, bits, group_size, zero_points)
     product = "dense_quantized" if rows <= READ_ONCE_ROWS else "dense_dequantized"
@@ -48,7 +49,7 @@ def test_dense_quantized_matches_dequantized_numpy(rows, k, n, bits, group_size,
     x = rng.standard_normal((rows, k)).astype(np.float32)
     bias = g.node("b").value
     expected = np.maximum(x.astype(np.float64) @ packed.dequantize().T + bias, 0)
-    got = tg.build(q)(x=x)[0]
+    got = tg.build(q, target=target)(x=x)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
 
 
