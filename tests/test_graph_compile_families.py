@@ -13,17 +13,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 from topi.graph.torch_compile import TensorlangCompileWarning
+
+from compile_fixtures import fresh_dynamo  # noqa: F401  (a fixture)
 from wild_models import torchvision
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning",
                                         "ignore::UserWarning")
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def timm() -> Any:
