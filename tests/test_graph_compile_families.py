@@ -5,16 +5,13 @@ nodes alike), HaloNet's attention (`Tensor.unfold`), FNet (Fourier mixing)."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
-from topi.graph.torch_compile import TensorlangCompileWarning
-
-from compile_fixtures import fresh_dynamo  # noqa: F401  (a fixture)
+from compile_fixtures import assert_whole_and_right, fresh_dynamo  # noqa: F401  (a fixture)
 from wild_models import torchvision
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning",
@@ -25,23 +22,6 @@ def timm() -> Any:
     """timm (which imports torchvision), or a skip."""
     torchvision()
     return pytest.importorskip("timm")
-
-
-def assert_whole_and_right(model: torch.nn.Module, *inputs: torch.Tensor,
-                           tol: float = 2e-3) -> None:
-    """`model` compiled runs every graph compiled and matches eager to `tol` of its largest
-    output, on the first and the second call."""
-    model = model.eval()
-    with torch.no_grad():
-        want = model(*inputs)
-    fast = torch.compile(model, backend="tensorlang")
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("error", TensorlangCompileWarning)
-        for _ in range(2):
-            got = fast(*inputs)
-            got, expected = (got.logits, want.logits) if hasattr(got, "logits") else (got, want)
-            err = (got - expected).abs().max() / expected.abs().max()
-            assert err < tol, f"max |ours - eager| / max |eager| = {float(err):.2e}"
 
 
 def _image(size: int, channels: int = 3) -> torch.Tensor:

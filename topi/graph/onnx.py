@@ -1059,6 +1059,16 @@ def _cumsum(im: _Importer, inputs: list, attrs: _Attrs) -> list:
                   reverse=bool(attrs.get("reverse", 0)))]
 
 
+@_converter("TopK")
+def _topk(im: _Importer, inputs: list, attrs: _Attrs) -> list:
+    """The k largest (or smallest) values along an axis and their int64 positions, in order."""
+    x = inputs[0]
+    k = int(im.static(inputs[1], "K").reshape(()))
+    axis = int(attrs.get("axis", -1)) % len(shape_of(x))
+    order = im.op("argsort", x, axis=axis, descending=bool(attrs.get("largest", 1)), k=k)
+    return [im.op("gather_elements", x, order, axis=axis), order]
+
+
 @_converter("Pad")
 def _pad(im: _Importer, inputs: list, attrs: _Attrs) -> list:
     x = inputs[0]

@@ -1,5 +1,6 @@
 """Graph ops that move or normalise data beyond the core set: resizing, padding modes, scans,
-tiling and broadcasting, gathers and scatters, triangular masks and group/instance norms; each
+tiling and broadcasting, gathers and scatters, triangular masks, group/instance norms, sorting
+and counting, and a mixture of experts' grouped matrix product; each
 registered once with its topi compute, x86 schedule and numpy reference (the pattern of
 `ops.py`)."""
 
@@ -54,6 +55,18 @@ def _scatter_elements(fn: Callable) -> Callable:
     return lambda data, indices, updates, axis=0: fn(data, indices, updates, axis)
 
 
+def _argsort(fn: Callable) -> Callable:
+    return lambda x, axis=-1, descending=False, k=None: fn(x, axis, descending, k)
+
+
+def _histc(fn: Callable) -> Callable:
+    return lambda x, bins, low, high: fn(x, bins, low, high)
+
+
+def _grouped_matmul(fn: Callable) -> Callable:
+    return lambda x, weight, offsets: fn(x, weight, offsets)
+
+
 def _trilu(fn: Callable) -> Callable:
     return lambda x, k=0, upper=True: fn(x, k, upper)
 
@@ -79,6 +92,9 @@ _OPS = {
     "scatter_nd": (_scatter_nd, _RED, P.REDUCTION),
     "scatter_elements": (_scatter_elements, _RED, P.REDUCTION),
     "trilu": (_trilu, _INJ, P.INJECTIVE),
+    "argsort": (_argsort, _RED, P.REDUCTION),
+    "histc": (_histc, _RED, P.REDUCTION),
+    "grouped_matmul": (_grouped_matmul, _RED, P.OPAQUE),
     "group_norm": (_group_norm, _RED, P.REDUCTION),
     "instance_norm": (_instance_norm, _RED, P.REDUCTION),
 }

@@ -1203,12 +1203,13 @@ def _arange(im: _Importer, *args: Any, **kwargs: Any) -> Value:
 @_converter("aten.full", "aten.full_like", "aten.zeros", "aten.zeros_like", "aten.ones",
             "aten.ones_like", "aten.empty", "aten.empty_like", "aten.new_full", "aten.new_zeros",
             "aten.new_ones", "aten.new_empty", "aten.scalar_tensor", "aten.empty_strided",
-            "aten.fill")
+            "aten.empty_permuted", "aten.fill")
 def _full(im: _Importer, *args: Any, **kwargs: Any) -> np.ndarray:
     """A constant tensor of the traced shape and dtype (empty tensors hold zeros)."""
     name = im.current.split(".")[1]
     fills = {"zeros": 0, "ones": 1, "empty": 0}
-    kind = name.removeprefix("new_").removesuffix("_like").removesuffix("_strided")
+    kind = name.removeprefix("new_").removesuffix("_like").removesuffix("_strided") \
+        .removesuffix("_permuted")
     if kind in fills:
         value = fills[kind]
     elif name == "scalar_tensor":
@@ -1406,6 +1407,52 @@ def _cumsum(im: _Importer, x: Value, dim: int, dtype: Any = None) -> Value:
     return im.op("cumsum", x, axis=int(dim) % max(len(shape_of(x)), 1))
 
 
+@_converter("aten.sort", "aten.argsort")
+def _sort(im: _Importer, x: Value, *args: Any, dim: int = -1, descending: bool = False,
+          stable: Any = None) -> Any:
+    """Values and positions in stable order (sort.default(x, dim, descending), sort.stable(x, *,
+    stable, dim, descending), argsort.default and argsort.stable alike)."""
+    if args and isinstance(args[0], bool) or args and args[0] is None:  # the stable flag
+        args = args[1:]
+    if args:
+        dim = args[0]
+    if len(args) > 1:
+        descending = args[1]
+    axis = int(dim) % max(len(shape_of(x)), 1)
+    order = im.op("argsort", x, axis=axis, descending=bool(descending))
+    if "argsort" in im.current:
+        return order
+    return im.op("gather_elements", x, order, axis=axis), order
+
+
+@_converter("aten.topk")
+def _topk(im: _Importer, x: Value, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> tuple:
+    """The k largest (or smallest) values and their positions, in order (any order is allowed
+    when `sorted` is False)."""
+    axis = int(dim) % max(len(shape_of(x)), 1)
+    order = im.op("argsort", x, axis=axis, descending=bool(largest), k=int(k))
+    return im.op("gather_elements", x, order, axis=axis), order
+
+
+@_converter("aten.histc")
+def _histc(im: _Importer, x: Value, bins: int = 100, min: float = 0, max: float = 0) -> Value:
+    require(float(max) > float(min), "histc over the data's own range (min == max)")
+    return im.op("histc", x, bins=int(bins), low=float(min), high=float(max))
+
+
+@_converter("aten._grouped_mm", "transformers.grouped_mm_fallback")
+def _grouped_mm(im: _Importer, x: Value, weight: Value, offs: Value = None, bias: Value = None,
+                out_dtype: Any = None) -> Value:
+    """A mixture of experts' per-expert products over rows sorted by expert (the 2-d x 3-d form
+    with offsets, which transformers' experts use)."""
+    require(offs is not None and len(shape_of(x)) == 2 and len(shape_of(weight)) == 3,
+            "grouped_mm other than rows (S, K) by groups (G, K, N) with offsets")
+    require(bias is None, "grouped_mm with a bias")
+    out = im.op("grouped_matmul", x, weight, offs)
+    return im.cast(out, im.out_dtype())
+
+
 @_converter("aten.tril", "aten.triu")
 def _trilu(im: _Importer, x: Value, diagonal: int = 0) -> Value:
     return im.op("trilu", x, k=int(diagonal), upper="triu" in im.current)
@@ -1509,8 +1556,8 @@ def _positions_put(im: _Importer, x: Value, axis: int, index: Node, values: Valu
     key/value cache written at the positions of the new tokens, `index_copy_`): each position
     along the axis takes the values of the index entry naming it (the last of several, as
     PyTorch's CPU writes them in order; negative entries count from the end), the others keep
-    x's."""
-    require(not accumulate, "index_put += at indices computed at run time")
+    x's. With `accumulate` (`index_add_`), each position adds the values of every entry naming
+    it."""
     require(len(shape_of(index)) == 1 and dtype_of(index) != "bool",
             f"index_put at a run-time index of shape {shape_of(index)}")
     shape, count = shape_of(x), shape_of(index)[0]
@@ -1519,17 +1566,33 @@ def _positions_put(im: _Importer, x: Value, axis: int, index: Node, values: Valu
     index = im.op("where", im.op("less", index, np.array(0, "int64")),
                   im.op("add", index, shape_value(n)), index)
     hits = im.op("equal", im.reshape(index, (count, 1)), im.reshape(_count_up(im, n), (1, n)))
-    entries = im.reshape(_count_up(im, count), (count, 1))
-    which = im.op("max", im.op("where", hits, entries, np.array(-1, "int64")), axis=0)
-    found = im.op("greater_equal", which, np.array(0, "int64"))
     values = im.cast(values, dtype_of(x))
     given = shape_of(values)
     if len(given) != len(shape) or any(given[d] != shape[d] for d in range(len(shape))
                                        if d != axis):  # (its length may be another symbol)
         values = im.op("broadcast_to", values, shape=(*shape[:axis], count, *shape[axis + 1:]))
+    if accumulate:
+        return im.op("add", x, _sum_at_positions(im, hits, values, axis))
+    entries = im.reshape(_count_up(im, count), (count, 1))
+    which = im.op("max", im.op("where", hits, entries, np.array(-1, "int64")), axis=0)
+    found = im.op("greater_equal", which, np.array(0, "int64"))
     taken = im.op("take", values, which, axis=axis)
     found = im.reshape(found, (*(1,) * axis, n, *(1,) * (len(shape) - axis - 1)))
     return im.op("where", found, taken, x)
+
+
+def _sum_at_positions(im: _Importer, hits: Node, values: Value, axis: int) -> Value:
+    """out[..., p, ...] = the sum over entries c with hits[c, p] of values[..., c, ...]: a
+    product with the (count, n) hit matrix along `axis`."""
+    rank = len(shape_of(values))
+    order = (axis, *(d for d in range(rank) if d != axis))
+    rows = im.op("transpose", values, axes=order) if axis else values
+    moved = shape_of(rows)
+    flat = im.reshape(rows, (moved[0], -1))
+    weights = im.cast(im.op("transpose", hits, axes=(1, 0)), dtype_of(values))
+    summed = im.reshape(im.op("matmul", weights, flat), (shape_of(hits)[1], *moved[1:]))
+    back = tuple(int(np.argsort(order)[d]) for d in range(rank))
+    return im.op("transpose", summed, axes=back) if axis else summed
 
 
 def _count_up(im: _Importer, n: Any) -> Value:
@@ -1562,6 +1625,21 @@ def _masked_put(im: _Importer, x: Value, axis: int, mask: Node, values: Value,
     if accumulate:
         return im.op("add", x, im.op("where", mask, values, np.array(0, dtype_of(x))))
     return im.op("where", mask, values, x)
+
+
+@_converter("aten.scatter")
+def _scatter(im: _Importer, x: Value, dim: int, index: Value, src: Any, reduce: Any = None
+             ) -> Value:
+    """`x.scatter(dim, index, src)` (src a tensor, or one value: scatter.value), torch's
+    inverse of gather: ONNX's ScatterElements."""
+    require(reduce is None, f"scatter with reduce={reduce!r}")
+    axis = int(dim) % max(len(shape_of(x)), 1)
+    if not isinstance(src, (Node, np.ndarray)):
+        src = np.full(tuple(shape_of(index)), src, dtype_of(x))
+    elif tuple(shape_of(src)) != tuple(shape_of(index)):  # src may be larger than index
+        src = im.op("strided_slice", src, begin=(0,) * len(shape_of(index)),
+                    end=tuple(shape_of(index)))
+    return im.op("scatter_elements", x, index, im.cast(src, dtype_of(x)), axis=axis)
 
 
 @_converter("aten.slice_scatter")

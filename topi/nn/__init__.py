@@ -116,6 +116,8 @@ from .pooling import (
 from .reduction import max, mean, min, sum
 from .resize import resize2d
 from .scan import cumsum
+from .sorting import argsort, histc
+from .grouped_matmul import grouped_matmul
 from .slicing import split, strided_slice, take
 from .softmax import layer_norm, log_softmax, softmax
 from .transform import concatenate, pad, reshape, transpose
@@ -146,6 +148,8 @@ __all__ += [
     "broadcast_to", "cumsum", "gather_elements", "gather_nd", "group_norm", "instance_norm",
     "resize2d", "scatter_elements", "scatter_nd", "tile", "trilu",
 ]
+# sorting and counting, and the grouped (mixture-of-experts) matrix product
+__all__ += ["argsort", "grouped_matmul", "histc"]
 # the math ops: comparisons and logic, where, rounding, remainders, activations, prod/any/all
 __all__ += [
     "all", "any", "ceil", "celu", "cos", "elu", "equal", "expm1", "floor", "floor_divide",

@@ -123,6 +123,7 @@ from .pooling import (
 from .reduction import max_python, mean_python, min_python, sum_python
 from .resize import resize2d_python
 from .scan import cumsum_python
+from .sorting import argsort_python, grouped_matmul_python, histc_python
 from .slicing import split_python, strided_slice_python, take_python
 
 __all__ = [
@@ -153,6 +154,8 @@ __all__ += [
     "group_norm_python", "instance_norm_python", "resize2d_python", "scatter_elements_python",
     "scatter_nd_python", "tile_python", "trilu_python",
 ]
+# sorting and counting, and the grouped (mixture-of-experts) matrix product
+__all__ += ["argsort_python", "grouped_matmul_python", "histc_python"]
 # the math ops: comparisons and logic, where, rounding, remainders, activations, prod/any/all
 __all__ += [
     "all_python", "any_python", "ceil_python", "celu_python", "cos_python", "elu_python",
