@@ -2,9 +2,10 @@
 
 `build` hands over, per op node, the compiled kernel and the arrays it reads and writes (graph
 inputs and intermediates are views into one arena laid out by the memory plan; constants and
-pre-packed weights are arrays of their own). A call copies the inputs into their buffers, runs
-the kernels in order through their packed entry points (one native call each, no argument
-checks: the plan guarantees shapes), and returns copies of the outputs.
+pre-packed weights are arrays of their own). A call points the kernels at the caller's inputs
+and at fresh output arrays (`bindings`; values that cannot be rebound are copied through their
+buffers), runs the kernels in order through their packed entry points (one native call each, no
+argument checks: the plan guarantees shapes), and returns the outputs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from tensorlang.runtime.threadpool import native
 from tensorlang.runtime.toolchain import require_native
 
+from .bindings import Bindings, address, find_bindings
 from .cache import CompiledKernel
 from .export import export_model
 from .graph import Graph, Node, NodeKind
@@ -37,10 +39,6 @@ class Step:
     kernel: CompiledKernel
     arrays: list[np.ndarray]
     tuned: tuple[str, tuple, int] | None = None
-
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
 
 
 def _output_buffer(node: Node, buffers: dict[str, np.ndarray]) -> np.ndarray:
@@ -72,19 +70,22 @@ class Module(ModelBase):
         self.outputs = [TensorInfo(n.name, n.shape, n.dtype) for n in graph.outputs]
         self.input_buffers = [buffers[i.name] for i in self.inputs]
         self.output_buffers = [_output_buffer(n, buffers) for n in graph.outputs]
+        self._runs_here = target.runs_here
         ffi = native().ffi
         self._calls = []
         for step in steps if target.runs_here else ():  # else: exported, not called here
             sig = step.kernel.signature
             if sig.shape_vars:
                 raise ValueError(f"kernel of {step.name} has symbolic shapes {sig.shape_vars}")
-            argv = ffi.new("int64_t[]", [_address(a) for a in step.arrays] or [0])
+            argv = ffi.new("int64_t[]", [address(a) for a in step.arrays] or [0])
             if sig.checks:  # its status must be looked at: call the checked entry point
                 fn = step.kernel.module(target)
                 self._calls.append((fn, tuple(step.arrays), sig))
             else:
                 fn = ffi.cast("void (*)(int64_t *)", step.kernel.packed_address)
                 self._calls.append((fn, argv, None))
+        self._bindings = find_bindings(graph, plan, buffers, self._calls,
+                                       [s.arrays for s in steps if target.runs_here])
 
     @property
     def kernels(self) -> int:
@@ -92,15 +93,58 @@ class Module(ModelBase):
         return len({s.kernel.key for s in self.steps})
 
     def _execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        require_native("this model", self.target)
-        for buffer, value in zip(self.input_buffers, arrays):
-            np.copyto(buffer, value)
-        for fn, argv, checked in self._calls:
-            if checked is None:
-                fn(argv)
-            else:
-                fn(*argv)
-        return [b.copy() for b in self.output_buffers]
+        inputs = [address(a) if sites is not None and a.flags.c_contiguous else a
+                  for sites, a in zip(self._bindings.inputs, arrays)]
+        fresh = [None if sites is None else np.empty(sites.buffer.shape, sites.buffer.dtype)
+                 for sites in self._bindings.outputs]
+        copies = self.run_at(inputs, [None if a is None else address(a) for a in fresh])
+        return [a if c is None else c for a, c in zip(fresh, copies)]
+
+    def run_at(self, inputs: Sequence[np.ndarray | int], outputs: Sequence[int | None]
+               ) -> list[np.ndarray | None]:
+        """Run the kernels once, reading input k at `inputs[k]` and writing output k at
+        `outputs[k]`, without copies where `bindings` allows.
+
+        Args:
+            inputs: per input, an array (copied into the input's buffer) or, where
+                `bindings.inputs[k]` is not None, the address of C-contiguous memory of the
+                input's shape and dtype, read in place.
+            outputs: per output, None, or where `bindings.outputs[k]` is not None the address
+                of C-contiguous memory of the output's shape and dtype, written in place.
+
+        Returns:
+            Per output, a copy of its buffer, or None for one written at its address.
+        """
+        if not self._runs_here:
+            require_native("this model", self.target)
+        moved = []
+        try:
+            for sites, buffer, value in zip(self._bindings.inputs, self.input_buffers, inputs):
+                if isinstance(value, int):
+                    sites.point_at(value)
+                    moved.append(sites)
+                else:
+                    np.copyto(buffer, value)
+            for sites, where in zip(self._bindings.outputs, outputs):
+                if where is not None:
+                    sites.point_at(where)
+                    moved.append(sites)
+            for fn, argv, checked in self._calls:
+                if checked is None:
+                    fn(argv)
+                else:
+                    fn(*argv)
+        finally:
+            for sites in moved:
+                sites.restore()
+        return [None if where is not None else buffer.copy()
+                for buffer, where in zip(self.output_buffers, outputs)]
+
+    @property
+    def bindings(self) -> Bindings:
+        """Where inputs and outputs can be read and written in the caller's memory
+        (`run_at`)."""
+        return self._bindings
 
     def profile(self, number: int = 10, inputs: Mapping[str, np.ndarray] | None = None) -> str:
         """A table of the mean time of each kernel call over `number` runs, slowest first, with
@@ -123,7 +167,7 @@ class Module(ModelBase):
 
     def arena_offset(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the arena, or None for an array of its own (a weight)."""
-        offset = _address(array) - _address(self.arena)
+        offset = address(array) - address(self.arena)
         return offset if 0 <= offset < max(self.arena.nbytes, 1) else None
 
     def export_library(self, path: str) -> None:
@@ -144,9 +188,10 @@ def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],
                   number: int, input_buffers: Sequence[np.ndarray],
                   inputs: Sequence[np.ndarray]) -> str:
     """The profile table of kernel calls (fn, arguments, checked: None for a packed call) run
-    `number` times, slowest first. The inputs are copied into their buffers before each run,
-    as a call does: the arena reuses them for later values, and kernels timed on those (ids
-    read as floats, NaNs) ran up to 40x slower than in a call."""
+    `number` times, slowest first. The inputs are copied into their buffers before each run
+    (the kernels read them there): the arena reuses those buffers for later values, and
+    kernels timed on such leftovers (ids read as floats, NaNs) ran up to 40x slower than in a
+    call."""
     seconds = [sum(times) for times in call_seconds(calls, number, input_buffers, inputs)]
     total = sum(seconds)
     rows = sorted(zip(seconds, steps), key=lambda r: -r[0])

@@ -22,9 +22,10 @@ from tensorlang.runtime.toolchain import require_native
 from autotune.buckets import pick
 
 from ..symbolic import evaluate_shape, free_vars
+from .bindings import address
 from .graph import Graph, Node, NodeKind
 from .model_io import ModelBase, TensorInfo, bind_sizes, check_inputs, random_inputs
-from .module import Step, _address, profile_calls
+from .module import Step, profile_calls
 from .passes import MemoryPlan, plan_memory
 
 #: How many sizes keep their prepared calls.
@@ -129,10 +130,10 @@ class SymbolicModule(ModelBase):
             if sig.checks:
                 types = ["void *"] * len(arrays) + ["int64_t"] * len(shape_values)
                 fn = ffi.cast(f"int32_t (*)({', '.join(types)})", kernel.address)
-                args = [*(ffi.cast("void *", _address(a)) for a in arrays), *shape_values]
+                args = [*(ffi.cast("void *", address(a)) for a in arrays), *shape_values]
                 calls.append((fn, args, (step, sig)))
             else:
-                argv = ffi.new("int64_t[]", [_address(a) for a in arrays] + shape_values or [0])
+                argv = ffi.new("int64_t[]", [address(a) for a in arrays] + shape_values or [0])
                 fn = ffi.cast("void (*)(int64_t *)", kernel.packed_address)
                 calls.append((fn, argv, None))
             keep.append(arrays)

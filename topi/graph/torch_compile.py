@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 from .build import as_target, build
 from .importer import UnsupportedError
 from .model_io import ModelBase
+from .module import Module
 from .torch import _functional as functional
 from .torch import from_torch
 from .torch_dynamic import DynamicSizes, bake_scalars, dynamic_sizes, scalar_slots
@@ -141,10 +143,13 @@ class _Built:
     """One Module of the graph, for one set of input shapes: its inputs by the exported
     program's names, the structure of the program's outputs (with the numbers among them, which
     are returned as they are), and the inputs (by position among the tensors) that the graph
-    writes into, whose new values follow its outputs."""
+    writes into, whose new values follow its outputs.
+
+    A static Module whose inputs are the example tensors' shapes and dtypes reads contiguous
+    tensors in place and writes its outputs into new tensors (`Module.run_at`): no copies."""
 
     def __init__(self, module: ModelBase, program: torch.export.ExportedProgram,
-                 writes: Sequence[int] = ()) -> None:
+                 example: Sequence[torch.Tensor], writes: Sequence[int] = ()) -> None:
         sig = program.graph_signature
         self.module = module
         self.writes = list(writes)
@@ -159,21 +164,61 @@ class _Built:
         if names != sorted(self.input_names):
             raise ValueError(f"the module's inputs {names} are not the program's "
                              f"{self.input_names}")
+        # the tensor (by position) of each Module input
+        self.order = [self.input_names.index(i.name) for i in module.inputs]
+        self.in_place = isinstance(module, Module) and all(
+            _same_layout(example[k], info) for k, info in zip(self.order, module.inputs)) and \
+            all(str(o.dtype) in _TORCH_DTYPES for o in module.outputs)
+        flat = self.treespec.type in (tuple, list) and \
+            all(c.is_leaf() for c in self.treespec.children())
+        self.flat = self.treespec.type if flat else None
+
+    def _run_in_place(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        module = self.module
+        inputs = []
+        for k, sites in zip(self.order, module.bindings.inputs):
+            tensor = tensors[k]
+            inputs.append(tensor.data_ptr() if sites is not None and tensor.is_contiguous()
+                          else tensor.detach().numpy())
+        fresh = [None if sites is None else
+                 torch.empty(info.shape, dtype=_TORCH_DTYPES[info.dtype])
+                 for sites, info in zip(module.bindings.outputs, module.outputs)]
+        copies = module.run_at(inputs, [None if t is None else t.data_ptr() for t in fresh])
+        return [torch.from_numpy(c) if t is None else t for t, c in zip(fresh, copies)]
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> Any:
-        arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
-        # each call returns arrays of its own (the Module copies out of its buffers), so the
-        # tensors viewing them are never overwritten by a later call
-        leaves = [torch.from_numpy(a) for a in arrays]
+        if self.in_place:
+            leaves = self._run_in_place(tensors)
+        else:
+            arrays = self.module(**{n: t.detach() for n, t in zip(self.input_names, tensors)})
+            # each call returns arrays of its own (the Module copies out of its buffers), so
+            # the tensors viewing them are never overwritten by a later call
+            leaves = [torch.from_numpy(a) for a in arrays]
         for i, number in sorted(self.numbers.items()):
             leaves.insert(i, number)
-        out = torch.utils._pytree.tree_unflatten(leaves, self.treespec)
+        out = self.flat(leaves) if self.flat is not None else \
+            torch.utils._pytree.tree_unflatten(leaves, self.treespec)
         if not self.writes:
             return out
         out, written = out
         for k, value in zip(self.writes, written):
             tensors[k].copy_(value)
         return out
+
+
+_VERSION = operator.attrgetter("_version")
+"""A tensor's version counter, which each in-place update increments."""
+
+_TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float32, torch.float64, torch.float16, torch.int8, torch.int16, torch.int32,
+    torch.int64, torch.uint8, torch.bool)}
+"""The dtypes that a Module's arrays and PyTorch's tensors share, by name."""
+
+
+def _same_layout(tensor: Any, info: Any) -> bool:
+    """Whether `tensor` has the shape and dtype of the Module input `info`."""
+    return isinstance(tensor, torch.Tensor) and tuple(tensor.shape) == tuple(info.shape) and \
+        str(tensor.dtype).removeprefix("torch.") == info.dtype
 
 
 class CompiledGraph:
@@ -215,11 +260,13 @@ class CompiledGraph:
             warnings.warn(f"tensorlang: a torch.compile graph of symbolic sizes is built per "
                           f"input shape: {err}", TensorlangCompileWarning, stacklevel=3)
 
-    def _constant_state(self, args: Sequence[Any]) -> list[Any]:
-        """What identifies the constants' values: each tensor's identity and version, each
-        scalar's value."""
-        return [(id(args[i]), args[i]._version) for i in self.constants] + \
-            [args[i].item() for i in self.scalars]
+    def _constant_state(self, args: Sequence[Any]) -> tuple:
+        """What identifies the constants' values: the tensors' identities and the sum of their
+        versions (a version only grows: an in-place update of any of them changes the sum),
+        each scalar's value."""
+        constants = [args[i] for i in self.constants]
+        return (tuple(map(id, constants)), sum(map(_VERSION, constants)),
+                tuple(args[i].item() for i in self.scalars))
 
     def _give_up(self, why: str) -> None:
         self.failure = why
@@ -258,7 +305,7 @@ class CompiledGraph:
                 raise UnsupportedError("the inputs the graph writes into change with the export")
             graph = from_torch(program, example)
         bounds = self.dynamic.graph_bounds(graph) if self.dynamic is not None else None
-        return _Built(build(graph, bounds=bounds, **self.options), program, writes)
+        return _Built(build(graph, bounds=bounds, **self.options), program, example, writes)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
         """The Module for `args` (built on first use), or None to run eagerly."""
@@ -272,9 +319,10 @@ class CompiledGraph:
                 return None
             self.built.clear()
             self._held = state
-        devices = {args[i].device.type for i in self.tensors} - {"cpu"}
-        if devices:  # Dynamo guards on devices: this graph always runs there
-            self._give_up(f"tensors on {sorted(devices)} (tensorlang runs on the CPU)")
+        if not all(args[i].is_cpu for i in self.tensors):
+            # Dynamo guards on devices: this graph always runs there
+            devices = sorted({args[i].device.type for i in self.tensors} - {"cpu"})
+            self._give_up(f"tensors on {devices} (tensorlang runs on the CPU)")
             return None
         if self.dynamic is not None:
             if not self.dynamic.within([args[i] for i in self.tensors]):
@@ -283,8 +331,8 @@ class CompiledGraph:
                 return None
             key: tuple = ("dynamic",)
         else:
-            key = tuple((tuple(args[i].shape), args[i].dtype) for i in self.tensors) + \
-                tuple(int(args[i]) for i in self.ints)
+            key = tuple([(args[i].shape, args[i].dtype) for i in self.tensors] +
+                        [int(args[i]) for i in self.ints])
         built = self.built.get(key)
         if built is None:
             if len(self.built) >= MAX_SPECIALIZATIONS:
