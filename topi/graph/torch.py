@@ -23,6 +23,7 @@ import functools
 import itertools
 import math
 import operator
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -124,10 +125,20 @@ def _cache_off(module: torch.nn.Module) -> Iterator[None]:
 
 
 def _functional(program: ExportedProgram) -> ExportedProgram:
-    """The program in core ATen with no in-place or view ops, attention kept whole."""
+    """The program in core ATen with no in-place or view ops, attention kept whole (a program
+    this function returned is returned as it is: decomposing takes seconds for a large
+    model)."""
+    if program in _DECOMPOSED:
+        return program
     table = torch.export.default_decompositions()
     table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
-    return program.run_decompositions(table)
+    decomposed = program.run_decompositions(table)
+    _DECOMPOSED.add(decomposed)
+    return decomposed
+
+
+_DECOMPOSED: weakref.WeakSet = weakref.WeakSet()
+"""The programs `_functional` made."""
 
 
 def _dim_names(program: ExportedProgram, dynamic_shapes: Any) -> dict[str, str]:
