@@ -160,3 +160,33 @@ def test_shapes_past_the_specializations_warn_once(builds, monkeypatch):
                 x = torch.randn(batch, 5)
                 torch.testing.assert_close(graph(x), model(x))
     assert len(record) == 1 and len(builds) == 1
+
+
+class Window(nn.Module):
+    """The last (up to) four positions of a sequence of symbolic length, shifted by a count
+    that is an integer input and no tensor's size (a sliding-window cache's count of tokens
+    seen), returned with that count plus one."""
+
+    def forward(self, x: torch.Tensor, seen: int):
+        last = x[:, -4:]
+        start = torch.sym_max(seen - 4, 0)
+        positions = torch.arange(last.shape[1]) + start
+        return last * 2 + positions, seen + 1
+
+
+def test_negative_slices_sym_max_and_counts_that_are_no_size(builds):
+    torch._dynamo.utils.counters.clear()
+    model = Window()
+    fast = torch.compile(model, backend="tensorlang", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TensorlangCompileWarning)
+        for length, seen in ((2, 3), (3, 9), (7, 5), (11, 30), (5, 2)):
+            x = torch.randn(2, length)
+            got, count = fast(x, seen)
+            want, expected = model(x, seen)
+            torch.testing.assert_close(got, want, msg=f"length {length}, seen {seen}")
+            assert count == expected and type(count) is int
+    # one Module per graph Dynamo captured (it splits lengths below and above the window),
+    # none per length
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert len(builds) == graphs < 5

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+import tensorlang as tl
+
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
 from .aligned import memory_key
 from ..symbolic import canon, canon_shape, free_vars, is_symbolic
@@ -276,10 +278,15 @@ class GraphWriter:
         begins, sizes = [], []
         for a, b, e in zip(axes, starts, ends):
             n = shape[a]
-            require(isinstance(b, int) and 0 <= b, f"a slice of axis {a} starting at {b}")
+            require(not isinstance(b, int) or 0 <= b or is_symbolic(n),
+                    f"a slice of axis {a} starting at {b}")
             if isinstance(e, int) and (e >= 2**31 - 1 or (not is_symbolic(n) and e >= n)):
                 e = n  # to the end
-            size = canon(e - b) if b else e
+            if isinstance(b, int) and b < 0:  # from the end: the last -b (or all n) of them
+                b = canon(tl.maximum(n + b, 0))
+            if isinstance(e, int) and e < 0:
+                e = canon(tl.maximum(n + e, 0))
+            size = canon(e - b) if not isinstance(b, int) or b else e
             require(not isinstance(size, int) or size >= 1, f"an empty slice {b}:{e}")
             begins.append(b)
             sizes.append(size)

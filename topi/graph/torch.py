@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
+import tensorlang as tl
+
 from ..symbolic import canon, dim_var, free_vars, is_symbolic, product, quotient
-from .fourier import Complex, dft, stacked
+from .fourier import Complex, complex_product, complex_sum, dft, polar, stacked
 from .graph import Graph, Node
 from .passes import remove_dead_nodes
 from .importer import (
@@ -201,6 +203,10 @@ def sympy_size(expr: Any, symbol: Callable[[str], Any]) -> Any:
         return args[0] // args[1]
     if kind == "Pow" and isinstance(args[1], int) and args[1] > 0:
         return functools.reduce(operator.mul, [args[0]] * args[1])
+    if kind in ("Max", "Min"):  # a sliding window's start: Max(0, s - 15)
+        if all(isinstance(a, int) for a in args):
+            return (max if kind == "Max" else min)(args)
+        return functools.reduce(tl.maximum if kind == "Max" else tl.minimum, args)
     raise UnsupportedError(f"the size expression {expr}")
 
 
@@ -307,11 +313,12 @@ class _Importer(GraphWriter):
                     outputs = fx.args[0] if isinstance(fx.args[0], (tuple, list)) else fx.args
                     # a functional program returns the new values of buffers and inputs that
                     # the module updates in place before its own outputs: only those are kept;
-                    # a number the export found constant is no tensor of the graph (the caller
-                    # reads it from the program)
+                    # a number the export found constant, or a size it computes (a count of
+                    # tokens seen), is no tensor of the graph (the caller reads it from the
+                    # program)
                     for out, spec in zip(outputs, sig.output_specs, strict=True):
                         if spec.kind is OutputKind.USER_OUTPUT and \
-                                not isinstance(out, (int, float)):
+                                not isinstance(out, (int, float)) and _sym_value(out) is None:
                             self.graph.output(self.as_node(self._arg(out)))
                     # keys and values that attention reads unrepeated leave their copies dead
                     self.graph = remove_dead_nodes(self.graph)

@@ -53,7 +53,7 @@ from .importer import UnsupportedError
 from .model_io import ModelBase
 from .module import Module
 from .torch import _functional as functional
-from .torch import from_torch
+from .torch import from_torch, sympy_size
 from .torch_dynamic import DynamicSizes, bake_scalars, dynamic_sizes, scalar_slots
 
 OPTIONS = ("log_file", "target", "cache_dir")
@@ -158,8 +158,18 @@ class _Built:
         outputs = next(n for n in program.graph.nodes if n.op == "output").args[0]
         users = [o for o, spec in zip(outputs, sig.output_specs)
                  if spec.kind is torch.export.graph_signature.OutputKind.USER_OUTPUT]
-        # numbers the export found constant (a sliding window's size) are no Module outputs
+        # numbers the export found constant (a sliding window's size) and sizes it computes
+        # (the count of tokens a sliding-window cache has seen) are no Module outputs
         self.numbers = {i: o for i, o in enumerate(users) if isinstance(o, (int, float))}
+        self.sizes = {i: o.meta["val"].node.expr for i, o in enumerate(users)
+                      if isinstance(o, torch.fx.Node) and
+                      isinstance(o.meta.get("val"), torch.SymInt)}
+        # where the program's own size symbols are read: (input position, axis)
+        placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+        self.symbols = {str(d.node.expr): (k, axis) for k, name in enumerate(self.input_names)
+                        for axis, d in enumerate(getattr(placeholders[name].meta.get("val"),
+                                                         "shape", ()))
+                        if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol}
         names = sorted(n.name for n in module.inputs)
         if names != sorted(self.input_names):
             raise ValueError(f"the module's inputs {names} are not the program's "
@@ -194,7 +204,12 @@ class _Built:
             # each call returns arrays of its own (the Module copies out of its buffers), so
             # the tensors viewing them are never overwritten by a later call
             leaves = [torch.from_numpy(a) for a in arrays]
-        for i, number in sorted(self.numbers.items()):
+        numbers = dict(self.numbers)
+        if self.sizes:
+            symbols = {name: tensors[k].shape[axis] for name, (k, axis) in self.symbols.items()}
+            numbers.update({i: int(sympy_size(expr, symbols.__getitem__))
+                            for i, expr in self.sizes.items()})
+        for i, number in sorted(numbers.items()):
             leaves.insert(i, number)
         out = self.flat(leaves) if self.flat is not None else \
             torch.utils._pytree.tree_unflatten(leaves, self.treespec)
@@ -277,7 +292,7 @@ class CompiledGraph:
     def _build(self, args: Sequence[Any]) -> _Built:
         gm = bake_scalars(self.gm, {i: args[i].item() for i in self.scalars}) \
             if self.scalars else self.gm
-        example = tuple(args[i].detach() for i in self.tensors)
+        example = tuple(t.detach() for t in self._tensors(args))
         shapes = tuple(self.dynamic.dims) if self.dynamic is not None else None
         writes: list[int] = []
         with torch.no_grad(), warnings.catch_warnings():
@@ -304,7 +319,10 @@ class CompiledGraph:
             else:
                 raise UnsupportedError("the inputs the graph writes into change with the export")
             graph = from_torch(program, example)
-        bounds = self.dynamic.graph_bounds(graph) if self.dynamic is not None else None
+        bounds = None
+        if self.dynamic is not None:
+            self.dynamic.narrow_to(graph)
+            bounds = self.dynamic.graph_bounds(graph)
         return _Built(build(graph, bounds=bounds, **self.options), program, example, writes)
 
     def _module(self, args: Sequence[Any]) -> _Built | None:
@@ -325,7 +343,7 @@ class CompiledGraph:
             self._give_up(f"tensors on {devices} (tensorlang runs on the CPU)")
             return None
         if self.dynamic is not None:
-            if not self.dynamic.within([args[i] for i in self.tensors]):
+            if not self.dynamic.within(self._tensors(args)):
                 self._warn_once(f"sizes beyond the bounds {self.dynamic.bounds} of a "
                                 f"torch.compile graph run in eager PyTorch")
                 return None
@@ -356,23 +374,32 @@ class CompiledGraph:
         built = self._module(args)
         if built is None:
             return self.gm(*args)
-        tensors = [args[i] for i in self.tensors]
+        tensors = self._tensors(args)
         if torch.is_grad_enabled() and any(a.requires_grad for a in args
                                           if isinstance(a, torch.Tensor)):
-            return _with_grad(self.gm, built, args, self.tensors)
+            return _with_grad(self.gm, built, args, [t.detach() for t in tensors])
         return built(tensors)
+
+    def _tensors(self, args: Sequence[Any]) -> list[Any]:
+        """The Module's tensors of a call: the graph's tensors, and for a graph of symbolic
+        sizes the tensors that carry its integer inputs that are no tensor's size."""
+        tensors = [args[i] for i in self.tensors]
+        if self.dynamic is not None and self.dynamic.values:
+            return self.dynamic.with_carriers(args, tensors)
+        return tensors
 
 
 def _with_grad(gm: torch.fx.GraphModule, built: _Built, args: Sequence[Any],
-               slots: Sequence[int]) -> Any:
-    """The compiled outputs, differentiable: the backward re-runs `gm` eagerly."""
+               tensors: Sequence[torch.Tensor]) -> Any:
+    """The compiled outputs (of the Module's `tensors`, detached), differentiable: the backward
+    re-runs `gm` eagerly."""
     grad_slots = [i for i, a in enumerate(args)
                   if isinstance(a, torch.Tensor) and a.requires_grad]
 
     class Recompute(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *inputs: torch.Tensor) -> Any:
-            out = torch.utils._pytree.tree_leaves(built([args[i].detach() for i in slots]))
+            out = torch.utils._pytree.tree_leaves(built(tensors))
             ctx.mark_non_differentiable(*[o for o in out if isinstance(o, torch.Tensor)
                                             and not o.is_floating_point()])
             return tuple(out)

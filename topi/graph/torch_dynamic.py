@@ -4,10 +4,11 @@ tensors are symbols, their bounds, and how its integer inputs follow from the te
 With `torch.compile(..., dynamic=True)`, `torch._dynamo.mark_dynamic` or automatic dynamic (a
 second call at other sizes), Dynamo traces with symbolic sizes: the fake tensors of the graph's
 placeholders have SymInt dims, and the sizes that the graph computes with arrive as SymInt
-inputs. Each dim that a symbol stands for is exported as a dynamic dim (`Dim.DYNAMIC`: the
+inputs. Each dim that a symbol stands for is exported as an automatic dim (`Dim.AUTO`: the
 export may find the guards that Dynamo's own trace needed, e.g. a size minus one that is not 1,
-without failing), bounded by the symbol's range in Dynamo's ShapeEnv; a range without a finite
-upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
+without failing, and a dim that those guards leave one value becomes static: `narrow_to` then
+bounds its symbol to that value), bounded by the symbol's range in Dynamo's ShapeEnv; a range
+without a finite upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
 the exported module computes them from its tensors' sizes, so one Module serves every size
 within the bounds.
 
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 from torch.export import Dim
 
@@ -41,6 +43,10 @@ DYNAMIC_SIZE_CAP = 1 << 16
 runs eagerly."""
 
 
+_CARRIER = torch.zeros(1, dtype=torch.int8)
+"""The one element that every size-carrying tensor repeats."""
+
+
 @dataclass
 class DynamicSizes:
     """The symbolic sizes of a captured graph.
@@ -48,11 +54,13 @@ class DynamicSizes:
     Attributes:
         symbols: per tensor input (in the order of the graph's non-constant tensors), axis ->
             the name of the symbol of its size.
-        dims: the same as `torch.export` dynamic shapes (axis -> bounded `Dim.DYNAMIC`).
+        dims: the same as `torch.export` dynamic shapes (axis -> bounded `Dim.AUTO`).
         carriers: symbol name -> (tensor input, axis) where its size is read.
         ints: integer input slot -> its sympy expression over the symbols.
         bounds: symbol name -> (low, high), inclusive.
         equal: pairs of symbols that attention needs equal (the lengths of its keys and values).
+        values: integer input slots that are symbols no tensor's size carries: a tensor of that
+            length (`with_carriers`) follows the graph's tensors for each, to carry it.
     """
 
     symbols: list[dict[int, str]]
@@ -61,6 +69,14 @@ class DynamicSizes:
     ints: dict[int, Any]
     bounds: dict[str, tuple[int, int]]
     equal: list[tuple[str, str]]
+    values: list[int]
+
+    def with_carriers(self, args: Sequence[Any], tensors: list[Any]) -> list[Any]:
+        """`tensors` (the graph's tensor inputs) followed by one tensor per integer input in
+        `values`, as long as that input's value (memory for one element, whatever its
+        length)."""
+        return tensors + [_CARRIER.expand(int(args[slot])) if int(args[slot]) > 0 else
+                          _CARRIER[:0] for slot in self.values]
 
     def sizes(self, tensors: Sequence[Any]) -> dict[str, int]:
         """The symbols' values at a call (ints or, while exporting, SymInts)."""
@@ -89,6 +105,14 @@ class DynamicSizes:
                     seen = out.get(dim.name, (lo, hi))  # (symbols in `equal` share a variable)
                     out[dim.name] = (max(lo, seen[0]), min(hi, seen[1]))
         return out
+
+    def narrow_to(self, graph: Graph) -> None:
+        """Bound each symbol whose dim the export of `graph` found to be one value (a window's
+        length while it fills) to that value: calls at other sizes run eagerly."""
+        for node, axes in zip(graph.inputs, self.symbols):
+            for axis, name in axes.items():
+                if isinstance(node.shape[axis], int):
+                    self.bounds[name] = (node.shape[axis], node.shape[axis])
 
     def within(self, tensors: Sequence[torch.Tensor]) -> bool:
         """Whether the tensors' sizes lie within the bounds."""
@@ -130,6 +154,20 @@ def dynamic_sizes(gm: torch.fx.GraphModule, tensor_slots: Sequence[int],
         symbols.append(axes)
     if not carriers:
         return None
+    # an integer input that is a symbol no tensor's size carries (a count of the tokens seen,
+    # which a sliding-window cache keeps beside its fixed-length keys) is carried by a tensor
+    # of that length appended to the inputs, which the graph never reads
+    values: list[int] = []
+    for slot in int_slots:
+        value = _fake(placeholders[slot])
+        expr = value.node.expr if isinstance(value, torch.SymInt) else None
+        if expr is not None and expr.is_Symbol and str(expr) not in carriers:
+            carriers[str(expr)] = (len(tensor_slots) + len(values), 0)
+            bounds[str(expr)] = _bounds(value.node.shape_env.var_to_range[expr])
+            symbols.append({0: str(expr)})
+            values.append(slot)
+    if not carriers:
+        return None
     ints: dict[int, Any] = {}
     for slot in int_slots:
         value = _fake(placeholders[slot])
@@ -139,9 +177,14 @@ def dynamic_sizes(gm: torch.fx.GraphModule, tensor_slots: Sequence[int],
         if missing:
             raise UnsupportedError(f"integer inputs over {missing}, which are no tensor's size")
         ints[slot] = value.node.expr
-    dims = [{axis: Dim.DYNAMIC(min=bounds[name][0], max=bounds[name][1])
-             for axis, name in axes.items()} for axes in symbols]
-    return DynamicSizes(symbols, dims, carriers, ints, bounds, _attention_equal(gm, carriers))
+    for name, value in _attention_fixed(gm).items():
+        if name in bounds:  # one size only: a static dim of the export, checked at each call
+            bounds[name] = (value, value)
+    dims = [{axis: Dim.AUTO(min=bounds[name][0], max=bounds[name][1])
+             for axis, name in axes.items() if bounds[name][0] < bounds[name][1]}
+            for axes in symbols]
+    return DynamicSizes(symbols, dims, carriers, ints, bounds, _attention_equal(gm, carriers),
+                        values)
 
 
 _ATTENTION = (torch._C._nn.scaled_dot_product_attention,
@@ -151,7 +194,8 @@ _ATTENTION = (torch._C._nn.scaled_dot_product_attention,
 def _attention_equal(gm: torch.fx.GraphModule,
                      carriers: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
     """The pairs of input symbols that the graph's attention needs equal: where the lengths of
-    its keys and values differ by one symbol for another (`s67 + 1` and `s87 + 1`)."""
+    its keys and values are one expression of one symbol for another (`s67 + 1` and
+    `s87 + 1`)."""
     pairs = []
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in _ATTENTION or len(node.args) < 3:
@@ -160,13 +204,42 @@ def _attention_equal(gm: torch.fx.GraphModule,
                 for a in node.args[1:3])
         if not k or not v or not all(isinstance(n[-2], torch.SymInt) for n in (k, v)):
             continue
-        gap = k[-2].node.expr - v[-2].node.expr
-        a, b = sorted(gap.free_symbols, key=str) if len(gap.free_symbols) == 2 else (None, None)
-        pair = (str(a), str(b))
-        if a is not None and gap in (a - b, b - a) and all(n in carriers for n in pair) and \
+        k_len, v_len = k[-2].node.expr, v[-2].node.expr
+        if len(k_len.free_symbols) != 1 or len(v_len.free_symbols) != 1:
+            continue
+        (a,), (b,) = k_len.free_symbols, v_len.free_symbols
+        pair = tuple(sorted((str(a), str(b))))
+        # one expression of one symbol each (s67 + 1 and s87 + 1, or a sliding window's
+        # Min(16, s67 + 1) and Min(16, s87 + 1)): equal when the symbols are
+        if a != b and k_len.subs(a, b) == v_len and all(n in carriers for n in pair) and \
                 pair not in pairs:
             pairs.append(pair)
     return pairs
+
+
+def _attention_fixed(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """Input symbols that the graph's attention fixes: where keys of a static length meet values
+    whose length is an expression of one symbol (a full sliding window's 16 keys and the
+    `s94 + 1` values that Dynamo saw grow while the window filled), the symbol that makes them
+    equal."""
+    fixed: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _ATTENTION or len(node.args) < 3:
+            continue
+        k, v = (getattr(_fake(a), "shape", None) if isinstance(a, torch.fx.Node) else None
+                for a in node.args[1:3])
+        if not k or not v:
+            continue
+        lengths = [n[-2].node.expr if isinstance(n[-2], torch.SymInt) else sympy.Integer(n[-2])
+                   for n in (k, v)]
+        static = [n for n in lengths if n.is_Integer]
+        varying = [n for n in lengths if len(n.free_symbols) == 1]
+        if len(static) == 1 and len(varying) == 1:
+            symbol, = varying[0].free_symbols
+            roots = sympy.solve(sympy.Eq(varying[0], static[0]), symbol)
+            if len(roots) == 1 and roots[0].is_Integer and roots[0] > 0:
+                fixed[str(symbol)] = int(roots[0])
+    return fixed
 
 
 def _bounds(vr: Any) -> tuple[int, int]:
