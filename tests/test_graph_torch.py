@@ -169,6 +169,18 @@ def test_weights_and_embedding():
     assert any(n.op == "dense" for n in g.ops)  # a matmul with a weight is a dense
 
 
+def test_bfloat16_weights_fold_as_pytorch_rounds_them():
+    """bfloat16 parameters and buffers (numpy has no bfloat16) read as the same bits, with
+    arithmetic on them rounded to bfloat16 as PyTorch's is: sqrt(37) and its triple do not fit
+    bfloat16's 8 bits of mantissa."""
+    pytest.importorskip("ml_dtypes", reason="the bf16 extra is not installed")
+    module = Lambda(lambda x, w, s: x * s.float() + (w * 3).to(x.dtype),
+                    torch.rand(5, 7).to(torch.bfloat16),
+                    torch.tensor(37.0 ** 0.5, dtype=torch.bfloat16))
+    g = check(module, (2, 5, 7))
+    assert sorted({n.op for n in g.ops}) == ["add", "multiply"]
+
+
 def test_from_torch_of_a_zoo_block_is_the_same_graph_as_from_onnx():
     """Both frontends give the same convolutions for a residual block (PyTorch's ONNX exporter
     folds the batch norms into them; torch.export keeps them for the graph passes to fold)."""

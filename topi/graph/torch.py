@@ -269,10 +269,30 @@ class _Missing:
 def _numpy(t: Any) -> np.ndarray:
     """A parameter's, buffer's or lifted constant's values, read-only: the tensor's own memory
     where it is a contiguous CPU tensor (the graph then holds the model's weights, not copies of
-    them), else a copy."""
-    array = t.detach().cpu().resolve_conj().resolve_neg().contiguous().numpy()
+    them), else a copy. numpy has no bfloat16: a bfloat16 tensor (RecurrentGemma's normalizer
+    buffer, cast to the activations' dtype where it is read) is an array of ml_dtypes' bfloat16
+    over the same bits."""
+    t = t.detach().cpu().resolve_conj().resolve_neg().contiguous()
+    if t.dtype == torch.bfloat16:
+        array = t.view(torch.int16).numpy().view(_bfloat16())
+    else:
+        array = t.numpy()
     array.setflags(write=False)
     return array
+
+
+def _bfloat16() -> np.dtype:
+    """numpy's bfloat16 (ml_dtypes').
+
+    Raises:
+        TypeError: ml_dtypes is not installed.
+    """
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes, or the bf16 "
+                        "extra)") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 class _Importer(GraphWriter):
