@@ -1,6 +1,7 @@
 """torch.compile(backend="tensorlang") of small configurations of more transformers model
 families, whole (a graph that runs eagerly fails the test) and right (against eager PyTorch):
-RecurrentGemma (a bfloat16 buffer)."""
+RecurrentGemma (a bfloat16 buffer), DeepSeek-V2 and Llama 4 (rotary embeddings as complex
+numbers)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,33 @@ def test_recurrent_gemma() -> None:
         block_types=["recurrent", "attention"], head_dim=8, use_cache=False)
     assert_whole_and_right(lib.RecurrentGemmaForCausalLM(config), _ids())
 
+
+#: two decoder layers of four heads of 8 over a hidden size of 32
+_TWO_LAYERS = dict(vocab_size=97, pad_token_id=0, hidden_size=32, num_hidden_layers=2,
+                   num_attention_heads=4, head_dim=8, max_position_embeddings=64,
+                   use_cache=False)
+
+
+def test_deepseek_v2_complex_rotary() -> None:
+    """DeepSeek-V2: latent (low-rank) keys and values, a rotary embedding applied as complex
+    numbers (torch.polar, view_as_complex) to part of each head, mixture-of-experts layers."""
+    lib = transformers()
+    torch.manual_seed(0)
+    config = lib.DeepseekV2Config(
+        intermediate_size=64, moe_intermediate_size=16, num_key_value_heads=4,
+        first_k_dense_replace=1, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+        n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=None, qk_nope_head_dim=8,
+        qk_rope_head_dim=8, v_head_dim=8, **_TWO_LAYERS)
+    assert_whole_and_right(lib.DeepseekV2ForCausalLM(config), _ids())
+
+
+def test_llama4_text_complex_rotary() -> None:
+    """Llama 4's text model: chunked attention, a rotary embedding as complex numbers, a
+    mixture-of-experts layer every other layer."""
+    lib = transformers()
+    torch.manual_seed(0)
+    config = lib.Llama4TextConfig(
+        intermediate_size=32, intermediate_size_mlp=64, num_key_value_heads=2,
+        num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
+        attention_chunk_size=8, **_TWO_LAYERS)
+    assert_whole_and_right(lib.Llama4ForCausalLM(config), _ids())

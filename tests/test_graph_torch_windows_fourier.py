@@ -1,6 +1,7 @@
 """from_torch: `Tensor.unfold` (strided windows) on awkward sizes and steps along every axis, and
 the Fourier transforms (`torch.fft`) as dense products with cosine and sine matrices, on odd and
-even sizes, each against PyTorch; complex values the frontend does not translate raise."""
+even sizes, complex arithmetic (rotary embeddings as complex numbers), each against PyTorch;
+complex values the frontend does not translate raise."""
 
 from __future__ import annotations
 
@@ -81,8 +82,38 @@ def test_rfft_and_inverse_fft_match_pytorch(n: int) -> None:
           rtol=1e-4, atol=1e-4)
 
 
+def _rotary(x: torch.Tensor) -> torch.Tensor:
+    """DeepSeek-V2's and Llama 4's rotary embedding: pairs of features as complex numbers times
+    e^(i position frequency) (torch.polar of values known now), back to real pairs."""
+    positions = torch.arange(x.shape[-2], dtype=torch.float32)
+    frequencies = 1.0 / 10000 ** (torch.arange(0, x.shape[-1], 2) / x.shape[-1])
+    angles = positions[:, None] * frequencies
+    rotation = torch.polar(torch.ones_like(angles), angles) * 0.5
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * rotation[None, :, None, :].transpose(1, 2)).flatten(-2)
+
+
+def _complex_arithmetic(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Sums, differences (alpha), products by real tensors and complex numbers, and the parts of
+    complex tensors moved by views, slices, expands and transposes."""
+    z = torch.view_as_complex(x)
+    w = torch.view_as_complex(y.transpose(0, 1).contiguous())
+    u = torch.add(z, w[:, :1].expand(-1, z.shape[1]), alpha=-2) * (1.5 - 0.5j)
+    v = torch.sub(u, z.unsqueeze(0)[0] * x[:, :1, 0]) - 3 + torch.fft.fft(x[..., 0])
+    return torch.view_as_real(v.transpose(0, 1)[1:])
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 7, 8), (2, 3, 5, 4)])
+def test_rotary_embedding_as_complex_numbers(shape: tuple) -> None:
+    check(Lambda(_rotary), shape)
+
+
+def test_complex_arithmetic_matches_pytorch() -> None:
+    check(Lambda(_complex_arithmetic), (3, 5, 2), (5, 3, 2))
+
+
 def test_complex_values_elsewhere_raise_naming_the_op() -> None:
-    module = Lambda(lambda x: torch.view_as_real(torch.fft.fft(x) * torch.fft.fft(x))).eval()
+    module = Lambda(lambda x: torch.view_as_real(torch.fft.fft(x) / torch.fft.fft(x))).eval()
     with pytest.raises(UnsupportedError, match="complex"):
         tg.from_torch(module, (torch.randn(2, 5),))
     with pytest.raises(UnsupportedError, match="unsupported"):

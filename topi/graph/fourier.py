@@ -1,9 +1,10 @@
-"""Discrete Fourier transforms for the frontends, as dense products with constant cosine and sine
-matrices: a complex value is a pair of real graph values (its imaginary part None where it is
-zero), and the transform along an axis of n elements is (C ± iS) times it, C[k, j] =
-cos(2 pi k j / n), S[k, j] = sin(2 pi k j / n). FNet's Fourier mixing, the real part of the 2-D
-transform of a real x, so runs as C x C' - S x S': dense kernels the tuner knows, and the
-imaginary part, which nothing reads, is dead code."""
+"""Complex values and discrete Fourier transforms for the frontends: a complex value is a pair of
+real graph values (its imaginary part None where it is zero), and its arithmetic is that of the
+parts (rotary embeddings that multiply a query viewed as complex numbers by e^(i theta)). The
+transform along an axis of n elements is a dense product with constant cosine and sine
+matrices, (C ± iS) times it, C[k, j] = cos(2 pi k j / n), S[k, j] = sin(2 pi k j / n). FNet's
+Fourier mixing, the real part of the 2-D transform of a real x, so runs as C x C' - S x S':
+dense kernels the tuner knows, and the imaginary part, which nothing reads, is dead code."""
 
 from __future__ import annotations
 
@@ -24,6 +25,37 @@ class Complex:
 
     real: Value
     imag: Value | None = None
+
+
+def polar(im: GraphWriter, magnitude: Value, angle: Value) -> Complex:
+    """magnitude * e^(i angle)."""
+    return Complex(im.op("multiply", magnitude, im.op("cos", angle)),
+                   im.op("multiply", magnitude, im.op("sin", angle)))
+
+
+def _combined(im: GraphWriter, op: str, x: Value | None, y: Value | None) -> Value | None:
+    """x `op` y ("add" or "subtract") for parts that may be zero (None)."""
+    if y is None:
+        return x
+    if x is None:
+        return y if op == "add" else im.op("negative", y)
+    return im.op(op, x, y)
+
+
+def _times(im: GraphWriter, x: Value | None, y: Value | None) -> Value | None:
+    return None if x is None or y is None else im.op("multiply", x, y)
+
+
+def complex_product(im: GraphWriter, a: Complex, b: Complex) -> Complex:
+    """(ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)."""
+    real = _combined(im, "subtract", im.op("multiply", a.real, b.real), _times(im, a.imag, b.imag))
+    imag = _combined(im, "add", _times(im, a.real, b.imag), _times(im, a.imag, b.real))
+    return Complex(real, imag)
+
+
+def complex_sum(im: GraphWriter, op: str, a: Complex, b: Complex) -> Complex:
+    """a + b or a - b (`op` "add" or "subtract"), part by part."""
+    return Complex(im.op(op, a.real, b.real), _combined(im, op, a.imag, b.imag))
 
 
 def dft(im: GraphWriter, z: Complex, axes: Sequence[int], inverse: bool, normalization: int,

@@ -570,7 +570,7 @@ def _to(im: _Importer, x: Value | Complex, *args: Any, dtype: Any = None,
 # -- complex values and Fourier transforms (topi/graph/fourier.py) -------------------------------
 
 #: the converters that take complex values (any other meeting one raises UnsupportedError)
-_COMPLEX: set[Converter] = {_to}
+_COMPLEX: set[Converter] = {_to, _assertion}
 
 
 def _complex_converter(*names: str) -> Callable[[Converter], Converter]:
@@ -606,6 +606,68 @@ def _fft_r2c(im: _Importer, x: Value, dim: Sequence[int], normalization: int,
 def _view_as_real(im: _Importer, z: Complex) -> Value:
     require(isinstance(z, Complex), "view_as_real of a real tensor")
     return stacked(im, z)
+
+
+@_complex_converter("aten.view_as_complex")
+def _view_as_complex(im: _Importer, x: Value) -> Complex:
+    """A last axis of two, (real, imaginary), as complex numbers (a rotary embedding's pairs)."""
+    require(not isinstance(x, Complex) and tuple(shape_of(x)[-1:]) == (2,),
+            "view_as_complex of a tensor whose last axis is not 2")
+    return Complex(_select(im, x, -1, 0), _select(im, x, -1, 1))
+
+
+@_complex_converter("aten.polar")
+def _polar(im: _Importer, magnitude: Value, angle: Value) -> Complex:
+    return polar(im, magnitude, angle)
+
+
+#: the real dtype of a complex dtype's parts
+_PART_DTYPES = {"complex64": "float32", "complex128": "float64"}
+
+
+def _complex_operand(im: _Importer, value: Any, part: str) -> Complex:
+    """An operand of complex arithmetic (a complex or real tensor, a Python number) as a complex
+    value with parts of dtype `part`."""
+    if isinstance(value, Complex):
+        imag = None if value.imag is None else im.cast(value.imag, part)
+        return Complex(im.cast(value.real, part), imag)
+    if isinstance(value, complex):
+        return Complex(np.array(value.real, part), np.array(value.imag, part))
+    return Complex(im.cast(value, part))
+
+
+def _complex_arithmetic(convert: Converter) -> Converter:
+    """`convert` (add, sub or mul) of real tensors, or the complex sum, difference or product
+    where an operand is complex, on the parts."""
+
+    def either(im: _Importer, a: Any, b: Any, *args: Any, **kwargs: Any) -> Value | Complex:
+        if not isinstance(a, Complex) and not isinstance(b, Complex):
+            return convert(im, a, b, *args, **kwargs)
+        alpha = kwargs.pop("alpha", args[0] if args else 1)
+        require(not kwargs and len(args) <= 1, f"{im.current} of a complex tensor with "
+                                               f"arguments {sorted(kwargs)}")
+        part = _PART_DTYPES[im.out_dtype()]
+        a, b = _complex_operand(im, a, part), _complex_operand(im, b, part)
+        if "mul" in im.current:
+            return complex_product(im, a, b)
+        if alpha != 1:
+            b = complex_product(im, b, _complex_operand(im, alpha, part))
+        return complex_sum(im, "add" if "add" in im.current else "subtract", a, b)
+
+    return either
+
+
+def _partwise(convert: Converter) -> Converter:
+    """`convert`, which moves elements without computing on them, applied to a complex tensor's
+    real and imaginary parts alike."""
+
+    def each_part(im: _Importer, x: Any, *args: Any, **kwargs: Any) -> Value | Complex:
+        if not isinstance(x, Complex):
+            return convert(im, x, *args, **kwargs)
+        imag = None if x.imag is None else convert(im, x.imag, *args, **kwargs)
+        return Complex(convert(im, x.real, *args, **kwargs), imag)
+
+    return each_part
 
 
 # -- linear algebra ------------------------------------------------------------------------------
@@ -1801,3 +1863,13 @@ def _unrepeated_kv(x: Value) -> Value:
             b, hkv * expanded.shape[2], s, d):
         return x
     return source.inputs[0] if tuple(source.inputs[0].shape) == (b, hkv, s, d) else x
+
+
+# -- complex values through layout ops and arithmetic --------------------------------------------
+
+for _aten in ("aten.view", "aten.reshape", "aten._unsafe_view", "aten.unsqueeze", "aten.squeeze",
+              "aten.permute", "aten.transpose", "aten.slice", "aten.select", "aten.expand",
+              "aten.flatten", "aten.clone", "aten.alias"):
+    _complex_converter(_aten)(_partwise(_CONVERTERS[_aten]))
+for _aten in ("aten.add", "aten.sub", "aten.mul"):
+    _complex_converter(_aten)(_complex_arithmetic(_CONVERTERS[_aten]))
