@@ -63,6 +63,9 @@ def _config(family: str):
         "qwen2": lambda: transformers.Qwen2Config(**_SIZES),
         # a window of 16 keys: the cache stops growing while the count of tokens seen does
         "mistral": lambda: transformers.MistralConfig(**_SIZES, sliding_window=16),
+        # a sliding-window layer and a global one, logits soft-capped
+        "gemma2": lambda: transformers.Gemma2Config(**{**_SIZES, "num_hidden_layers": 2},
+                                                    head_dim=8, sliding_window=16),
         "qwen3": lambda: transformers.Qwen3Config(**_SIZES, head_dim=8),
         "phi3": lambda: transformers.Phi3Config(**_SIZES, pad_token_id=0),
         "gpt2": lambda: transformers.GPT2Config(vocab_size=99, n_embd=32, n_layer=1, n_head=4,
@@ -80,7 +83,8 @@ def _config(family: str):
     ("llama", "dynamic"), ("qwen2", "dynamic"), ("phi3", "dynamic"), ("gpt2", "dynamic"),
     ("mistral", "dynamic"),
     ("gpt_neox", "dynamic"), ("falcon", "dynamic"),
-    ("llama", "static"), ("qwen3", "static"), ("gpt2", "static"), ("falcon", "static")])
+    ("llama", "static"), ("qwen3", "static"), ("gpt2", "static"), ("falcon", "static"),
+    ("mistral", "static"), ("gemma2", "static")])
 def test_generate_runs_compiled(family, cache, builds):
     torchvision()  # transformers imports it when present
     transformers = pytest.importorskip("transformers")
@@ -98,10 +102,13 @@ def test_generate_runs_compiled(family, cache, builds):
             got = model.generate(prompt, **options)
             # the prompt, then one Module for every new token: a static cache's length is
             # fixed; a dynamic cache's first length is traced as fixed, the later ones as a
-            # symbol (Dynamo's automatic dynamic). A sliding window adds the steps where it
-            # fills up, where it is full, and a Module for every later count of tokens.
+            # symbol (Dynamo's automatic dynamic). A sliding window's count of tokens seen is
+            # traced as fixed, then as a symbol; a dynamic cache adds the steps where the
+            # window fills up and where it is full.
             first = len(builds)
-            assert first == (2 if cache == "static" else 6 if family == "mistral" else 3)
+            window = family in ("mistral", "gemma2")
+            assert first == {("static", False): 2, ("static", True): 3,
+                             ("dynamic", False): 3, ("dynamic", True): 6}[cache, window]
             again = model.generate(prompt, **options)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     torch.testing.assert_close(again, want, rtol=0, atol=0)

@@ -152,8 +152,6 @@ def dynamic_sizes(gm: torch.fx.GraphModule, tensor_slots: Sequence[int],
                 carriers[name] = (k, axis)
                 bounds[name] = _bounds(size.node.shape_env.var_to_range[expr])
         symbols.append(axes)
-    if not carriers:
-        return None
     # an integer input that is a symbol no tensor's size carries (a count of the tokens seen,
     # which a sliding-window cache keeps beside its fixed-length keys) is carried by a tensor
     # of that length appended to the inputs, which the graph never reads
