@@ -275,6 +275,17 @@ def test_lcm_of_tensors_computed_at_run_time_is_refused():
         tg.from_torch(Lambda(lambda i: torch.lcm(i, i + 1)), (torch.tensor([2, 3]),))
 
 
+def test_one_hot_of_classes_computed_at_run_time():
+    """one_hot decomposes into a comparison with arange after two value checks (_assert_async)
+    of its classes, which a run cannot raise; a check of values known now fails at import."""
+    classes = torch.tensor([[4, 0, 2], [1, 1, 3]])
+    check(Lambda(lambda x, i: x * nn.functional.one_hot(i, 5)), (2, 3, 5), classes)
+    failing = Lambda(lambda x: torch.ops.aten._assert_async.msg(
+        torch.tensor([True, False]).all(), "classes out of range") or x + 1)
+    with pytest.raises(ValueError, match="classes out of range"):
+        tg.from_torch(failing, (torch.rand(3),))
+
+
 def test_values_made_at_import_fold_away():
     """arange, full, comparisons and where on them (masks, position ids) become constants."""
     needs("greater_equal", "where", "equal", "cumsum", "not_equal")

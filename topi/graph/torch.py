@@ -551,6 +551,15 @@ def _assertion(im: _Importer, *args: Any, **kwargs: Any) -> None:
     """Run-time checks of the traced metadata: the static shapes already hold them."""
 
 
+@_converter("aten._assert_async")
+def _assert_values(im: _Importer, condition: Value, message: str = "") -> None:
+    """A check of values (one_hot's decomposition asserts that its classes lie in range): a
+    condition known now is checked now; one computed at run time is not checked (one_hot of a
+    class out of range is then a row of zeros, not an error)."""
+    if isinstance(condition, np.ndarray) and not condition.all():
+        raise ValueError(message or "an assertion of values known at import fails")
+
+
 @_converter("aten._to_copy", "aten.to")
 def _to(im: _Importer, x: Value | Complex, *args: Any, dtype: Any = None,
         **kwargs: Any) -> Value | Complex:
