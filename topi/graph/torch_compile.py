@@ -321,7 +321,7 @@ class CompiledGraph:
             graph = from_torch(program, example)
         bounds = None
         if self.dynamic is not None:
-            self.dynamic.narrow_to(graph)
+            self.dynamic.pin(graph)
             bounds = self.dynamic.graph_bounds(graph)
         return _Built(build(graph, bounds=bounds, **self.options), program, example, writes)
 
@@ -347,18 +347,14 @@ class CompiledGraph:
                 self._warn_once(f"sizes beyond the bounds {self.dynamic.bounds} of a "
                                 f"torch.compile graph run in eager PyTorch")
                 return None
-            key: tuple = ("dynamic",)
-        else:
-            key = tuple([(args[i].shape, args[i].dtype) for i in self.tensors] +
-                        [int(args[i]) for i in self.ints])
-        built = self.built.get(key)
+        built = self.built.get(self._key(args))
         if built is None:
             if len(self.built) >= MAX_SPECIALIZATIONS:
                 self._warn_once(f"more than {MAX_SPECIALIZATIONS} input shapes of a "
                                 f"torch.compile graph: the others run in eager PyTorch")
                 return None
             try:
-                built = self.built[key] = self._build(args)
+                built = self.built[self._key(args)] = self._build(args)  # (after its pins)
             except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
                 self._give_up(f"{type(err).__name__}: {err}")
                 return None
@@ -379,6 +375,16 @@ class CompiledGraph:
                                           if isinstance(a, torch.Tensor)):
             return _with_grad(self.gm, built, args, [t.detach() for t in tensors])
         return built(tensors)
+
+    def _key(self, args: Sequence[Any]) -> tuple:
+        """What tells the Modules of a call apart: the input shapes (and integer inputs) of a
+        static graph; the values of the pinned symbols of a graph of symbolic sizes."""
+        if self.dynamic is not None:
+            if not self.dynamic.pinned:
+                return ("dynamic",)
+            return ("dynamic", *self.dynamic.pinned_sizes(self._tensors(args)))
+        return tuple([(args[i].shape, args[i].dtype) for i in self.tensors] +
+                     [int(args[i]) for i in self.ints])
 
     def _tensors(self, args: Sequence[Any]) -> list[Any]:
         """The Module's tensors of a call: the graph's tensors, and for a graph of symbolic

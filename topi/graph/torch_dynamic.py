@@ -6,8 +6,8 @@ second call at other sizes), Dynamo traces with symbolic sizes: the fake tensors
 placeholders have SymInt dims, and the sizes that the graph computes with arrive as SymInt
 inputs. Each dim that a symbol stands for is exported as an automatic dim (`Dim.AUTO`: the
 export may find the guards that Dynamo's own trace needed, e.g. a size minus one that is not 1,
-without failing, and a dim that those guards leave one value becomes static: `narrow_to` then
-bounds its symbol to that value), bounded by the symbol's range in Dynamo's ShapeEnv; a range
+without failing, and a dim that those guards leave one value becomes static: `pin` then notes
+its symbol, whose every value gets a build of its own), bounded by the symbol's range in Dynamo's ShapeEnv; a range
 without a finite upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
 the exported module computes them from its tensors' sizes, so one Module serves every size
 within the bounds.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -61,6 +61,7 @@ class DynamicSizes:
         equal: pairs of symbols that attention needs equal (the lengths of its keys and values).
         values: integer input slots that are symbols no tensor's size carries: a tensor of that
             length (`with_carriers`) follows the graph's tensors for each, to carry it.
+        pinned: symbols that an export found to be one value (`pin`).
     """
 
     symbols: list[dict[int, str]]
@@ -70,6 +71,7 @@ class DynamicSizes:
     bounds: dict[str, tuple[int, int]]
     equal: list[tuple[str, str]]
     values: list[int]
+    pinned: set[str] = field(default_factory=set)
 
     def with_carriers(self, args: Sequence[Any], tensors: list[Any]) -> list[Any]:
         """`tensors` (the graph's tensor inputs) followed by one tensor per integer input in
@@ -106,13 +108,19 @@ class DynamicSizes:
                     out[dim.name] = (max(lo, seen[0]), min(hi, seen[1]))
         return out
 
-    def narrow_to(self, graph: Graph) -> None:
-        """Bound each symbol whose dim the export of `graph` found to be one value (a window's
-        length while it fills) to that value: calls at other sizes run eagerly."""
+    def pin(self, graph: Graph) -> None:
+        """Note each symbol whose dim the export of `graph` found to be one value (the count of
+        tokens on the step where a window fills up): each value of it needs a build of its
+        own (`pinned_sizes`)."""
         for node, axes in zip(graph.inputs, self.symbols):
             for axis, name in axes.items():
                 if isinstance(node.shape[axis], int):
-                    self.bounds[name] = (node.shape[axis], node.shape[axis])
+                    self.pinned.add(name)
+
+    def pinned_sizes(self, tensors: Sequence[Any]) -> tuple[int, ...]:
+        """The values of the pinned symbols at a call, in name order."""
+        sizes = self.sizes(tensors)
+        return tuple(int(sizes[name]) for name in sorted(self.pinned))
 
     def within(self, tensors: Sequence[torch.Tensor]) -> bool:
         """Whether the tensors' sizes lie within the bounds."""
