@@ -18,7 +18,7 @@ from torch import nn
 
 from topi.graph.torch_compile import CompiledGraph, TensorlangCompileWarning, backend
 
-from compile_fixtures import fresh_dynamo  # noqa: F401  (a fixture)
+from compile_fixtures import builds, fresh_dynamo  # noqa: F401  (fixtures)
 
 # build's note on fallback configs is not what these tests look at
 pytestmark = pytest.mark.filterwarnings("ignore:.*fallback config", "ignore::FutureWarning")
@@ -276,3 +276,31 @@ def test_loaded_module_takes_tensors(scale_module, tmp_path):
     x = torch.arange(6, dtype=torch.float32).reshape(3, 2).T  # not contiguous
     (out,) = loaded(x=x)
     np.testing.assert_array_equal(out, 2 * x.numpy())
+
+
+class _BrokenLayer(nn.Module):
+    """A layer with a graph break inside: Dynamo calls the graph before the break once per
+    layer, each time with that layer's weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(self.lin(x))
+        torch._dynamo.graph_break()
+        return x * 2
+
+
+def test_a_graph_that_layers_share_gets_modules_per_layer(builds):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[_BrokenLayer() for _ in range(6)]).eval()
+    fast = torch.compile(model, backend="tensorlang")
+    x = torch.randn(3, 8)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TensorlangCompileWarning)
+        for _ in range(2):
+            torch.testing.assert_close(fast(x), model(x))
+    # the graph before the break once per layer's weights, the one after it (no weights) once;
+    # none again on the second call
+    assert len(builds) == 6 + 1

@@ -60,7 +60,9 @@ OPTIONS = ("log_file", "target", "cache_dir")
 MAX_SPECIALIZATIONS = 8
 """The most input-shape variants of one graph that are built; further ones run eagerly."""
 MAX_REBUILDS = 3
-"""How often a graph is rebuilt for changed constants before it stays eager."""
+"""How often a graph is rebuilt for constants changed in place before it stays eager."""
+MAX_WEIGHT_SETS = 64
+"""The most sets of constant tensors (the layers that call one graph) built for one graph."""
 
 
 class TensorlangCompileWarning(UserWarning):
@@ -243,8 +245,9 @@ class CompiledGraph:
     Attributes:
         gm: the graph.
         failure: why the graph runs eagerly (None while it is compiled).
-        built: the Modules by input shapes and integer arguments (one, keyed "dynamic", for a
-            graph of symbolic sizes).
+        built: the Modules of the current constants by input shapes and integer arguments
+            (one, keyed "dynamic", for a graph of symbolic sizes).
+        weight_sets: the constants' states and Modules by the constant tensors' identities.
         dynamic: the graph's symbolic sizes, or None for a static graph.
     """
 
@@ -264,6 +267,8 @@ class CompiledGraph:
         self.ints = [i for i, v in enumerate(example_inputs)
                      if not isinstance(v, torch.Tensor)]
         self._held = self._constant_state(example_inputs)
+        # per set of constant tensors (by identity): [their state, their Modules]
+        self.weight_sets: dict[tuple, list] = {self._held[0]: [self._held, self.built]}
         self._warned: set[str] = set()
         if not all(isinstance(example_inputs[i], (int, torch.SymInt)) for i in self.ints):
             kinds = sorted({type(example_inputs[i]).__name__ for i in self.ints})
@@ -283,9 +288,32 @@ class CompiledGraph:
         return (tuple(map(id, constants)), sum(map(_VERSION, constants)),
                 tuple(args[i].item() for i in self.scalars))
 
+    def _select_weights(self, state: tuple) -> bool:
+        """Make the Modules of the constants `state` current (False: run this call eagerly).
+        Dynamo calls one graph with other tensors as its constants when layers share code
+        between graph breaks: each set of tensors gets Modules of its own. The same tensors
+        updated in place (training) are rebuilt, a few times."""
+        ids = state[0]
+        held = self.weight_sets.get(ids)
+        if held is None:
+            if len(self.weight_sets) >= MAX_WEIGHT_SETS:
+                self._warn_once(f"more than {MAX_WEIGHT_SETS} sets of parameters of one "
+                                f"torch.compile graph: the others run in eager PyTorch")
+                return False
+            held = self.weight_sets[ids] = [state, {}]
+        elif held[0] != state:  # new values in the same tensors: what was built holds the old
+            self.rebuilds += 1
+            if self.rebuilds > MAX_REBUILDS:
+                self._give_up(f"its parameters changed more than {MAX_REBUILDS} times")
+                return False
+            held[:] = [state, {}]
+        self._held, self.built = held
+        return True
+
     def _give_up(self, why: str) -> None:
         self.failure = why
         self.built.clear()
+        self.weight_sets.clear()
         warnings.warn(f"tensorlang: a torch.compile graph runs in eager PyTorch: {why}",
                       TensorlangCompileWarning, stacklevel=3)
 
@@ -330,13 +358,8 @@ class CompiledGraph:
         if self.failure is not None:
             return None
         state = self._constant_state(args)
-        if state != self._held:  # new weights: what was built holds the old ones
-            self.rebuilds += 1
-            if self.rebuilds > MAX_REBUILDS:
-                self._give_up(f"its parameters changed more than {MAX_REBUILDS} times")
-                return None
-            self.built.clear()
-            self._held = state
+        if state != self._held and not self._select_weights(state):
+            return None
         if not all(args[i].is_cpu for i in self.tensors):
             # Dynamo guards on devices: this graph always runs there
             devices = sorted({args[i].device.type for i in self.tensors} - {"cpu"})
