@@ -68,3 +68,19 @@ def test_llama4_text_complex_rotary() -> None:
         num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
         attention_chunk_size=8, **_TWO_LAYERS)
     assert_whole_and_right(lib.Llama4ForCausalLM(config), _ids())
+
+
+class _Sparsity(torch.nn.Module):
+    """Gemma-3n's activation sparsity: a cut at a normal quantile of a configuration value,
+    `erfinv` of a constant."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        quantile = torch.tensor([0.95, 0.6], dtype=torch.float32)
+        cut = x.mean(-1, keepdim=True) + x.std(-1, keepdim=True) * torch.sqrt(
+            torch.tensor(2.0)) * torch.special.erfinv(2 * quantile - 1)[:1]
+        return torch.relu(x - cut)
+
+
+def test_erfinv_of_a_constant() -> None:
+    assert_whole_and_right(_Sparsity(), torch.randn(3, 17, generator=torch.Generator()
+                                                    .manual_seed(4)))

@@ -1510,6 +1510,14 @@ def _lcm_gcd(im: _Importer, a: Value, b: Value) -> np.ndarray:
     return np.asarray((np.lcm if "lcm" in im.current else np.gcd)(a, b), im.out_dtype())
 
 
+@_converter("aten.erfinv")
+def _erfinv(im: _Importer, x: Value) -> np.ndarray:
+    """The inverse error function of values known now (Gemma-3n's activation sparsity: a normal
+    quantile of a configuration value), by PyTorch's own."""
+    require(isinstance(x, np.ndarray), "erfinv of a tensor computed at run time")
+    return torch.special.erfinv(torch.from_numpy(np.array(x, im.out_dtype()))).numpy()
+
+
 @_converter("aten.cumsum")
 def _cumsum(im: _Importer, x: Value, dim: int, dtype: Any = None) -> Value:
     x = im.cast(x, im.out_dtype())  # bool and small integers sum as int64
