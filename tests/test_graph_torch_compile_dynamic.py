@@ -190,3 +190,17 @@ def test_negative_slices_sym_max_and_counts_that_are_no_size(builds):
     # none per length
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert len(builds) == graphs < 5
+
+
+def test_sizes_that_do_not_build_as_symbols_build_per_shape(builds):
+    """A convolution over an image of symbolic height and width (convolutions take static
+    shapes) is built per shape, not run eagerly."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()).eval()
+    fast = torch.compile(model, backend="tensorlang", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TensorlangCompileWarning)
+        for size in (5, 7, 5):
+            x = torch.randn(1, 3, size, size)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
+    assert len(builds) == 2  # one per shape, the first again from its Module

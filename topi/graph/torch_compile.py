@@ -379,6 +379,9 @@ class CompiledGraph:
             try:
                 built = self.built[self._key(args)] = self._build(args)  # (after its pins)
             except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
+                if self.dynamic is not None:  # as symbols it did not build: build per shape
+                    self.dynamic = None
+                    return self._module(args)
                 self._give_up(f"{type(err).__name__}: {err}")
                 return None
         return built
