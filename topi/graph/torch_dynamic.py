@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy
 import torch
 from torch.export import Dim
 
@@ -236,16 +235,28 @@ def _attention_fixed(gm: torch.fx.GraphModule) -> dict[str, int]:
                 for a in node.args[1:3])
         if not k or not v:
             continue
-        lengths = [n[-2].node.expr if isinstance(n[-2], torch.SymInt) else sympy.Integer(n[-2])
+        lengths = [n[-2].node.expr if isinstance(n[-2], torch.SymInt) else int(n[-2])
                    for n in (k, v)]
-        static = [n for n in lengths if n.is_Integer]
-        varying = [n for n in lengths if len(n.free_symbols) == 1]
+        static = [n for n in lengths if isinstance(n, int) or n.is_Integer]
+        varying = [n for n in lengths if not isinstance(n, int) and len(n.free_symbols) == 1]
         if len(static) == 1 and len(varying) == 1:
             symbol, = varying[0].free_symbols
-            roots = sympy.solve(sympy.Eq(varying[0], static[0]), symbol)
-            if len(roots) == 1 and roots[0].is_Integer and roots[0] > 0:
-                fixed[str(symbol)] = int(roots[0])
+            root = _linear_root(varying[0], symbol, int(static[0]))
+            if root is not None and root > 0:
+                fixed[str(symbol)] = root
     return fixed
+
+
+def _linear_root(expr: Any, symbol: Any, value: int) -> int | None:
+    """The integer that `symbol` must be for the expression `a * symbol + b` to equal
+    `value`, or None (another kind of expression, or no integer root)."""
+    if expr.diff(symbol).free_symbols:
+        return None
+    slope, offset = expr.coeff(symbol), expr.subs(symbol, 0)
+    if not (slope.is_Integer and offset.is_Integer) or slope == 0 or \
+            (value - int(offset)) % int(slope):
+        return None
+    return (value - int(offset)) // int(slope)
 
 
 def _bounds(vr: Any) -> tuple[int, int]:
