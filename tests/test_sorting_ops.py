@@ -154,13 +154,10 @@ def test_routing_ops_compile_whole_and_right():
 
 _MOE_SIZES = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+#: (the scatters of a value and the index_add_ of other routers are in `Routing`)
 _EXPERTS = {
     # sort, histc and transformers' grouped products over the experts' rows
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
-    # a router whose masks are scatters of one value
-    "phimoe": dict(num_local_experts=4, num_experts_per_tok=2),
-    # experts summed back into their tokens with index_add_
-    "jetmoe": dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=8),
     # shared experts beside grouped top-k routing
     "deepseek_v3": dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2,
                         n_group=2, topk_group=1, first_k_dense_replace=0, kv_lora_rank=16,
