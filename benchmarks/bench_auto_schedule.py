@@ -9,7 +9,8 @@
 
 bar: each compute of tests/auto_schedule_workloads.py at a realistic size (GEMM 512^3, softmax
 and layer norm 512x768, a 1024^2 five-point stencil, a 3x3 convolution 64x56x56 -> 64 over a
-padded compute, attention scores 1x12x128x64) tuned with `--trials` trials, then its best
+padded compute, attention scores 1x12x128x64, and the layer norm and the scaled scores written
+with their reductions inside expressions) tuned with `--trials` trials, then its best
 (and its untuned default) timed against numpy or the PyTorch op in one process. The ratio
 is reference time / our time (> 1: faster); the bar is 0.8 (GEMM), 1.0 (softmax, layer norm,
 stencil), 0.6 (convolution), 0.8 (scores).
@@ -74,6 +75,11 @@ def _references() -> dict[str, tuple[tuple, float, Callable[[Arrays], Callable[[
                                                                        padding=1)),
         "scores": ((1, 12, 128, 64), 0.8, lambda a: lambda: torch.matmul(
             T(a[0]), T(a[1]).transpose(-1, -2))),
+        # the same, written with their reductions inside expressions
+        "layer_norm_inline": ((512, 768), 1.0, lambda a: lambda: F.layer_norm(
+            T(a[0]), (a[0].shape[1],), T(a[1]), T(a[2]))),
+        "scores_scaled": ((1, 12, 128, 64), 0.8, lambda a: lambda: torch.matmul(
+            T(a[0]), T(a[1]).transpose(-1, -2)) * 0.125),
     }
 
 

@@ -1,7 +1,8 @@
 """Plain computes (no schedule, no knobs) that the auto-scheduler tests tune, with numpy
 references: a GEMM (and one with a fused bias + relu), a row softmax in four stages, a layer
-norm, a five-point stencil, a direct 3x3 convolution over a padded compute, attention scores
-over heads, a padded max pool, a reduction to a scalar and a GEMM with a symbolic row count."""
+norm (also with its reductions inside the normalizing expression), a five-point stencil, a direct
+3x3 convolution over a padded compute, attention scores over heads (also scaled around the
+reduction), a padded max pool, a reduction to a scalar and a GEMM with a symbolic row count."""
 
 from __future__ import annotations
 
@@ -73,6 +74,31 @@ def conv3x3(C, H, W, K):
     O = tl.compute((1, K, H, W), lambda n, k, y, x: tl.sum(
         P[n, rc, y + ry, x + rx] * Wt[k, rc, ry, rx], axis=[rc, ry, rx]), name="O")
     return [X, Wt, O]
+
+
+def layer_norm_inline(N, D):
+    """A layer norm as people write it: the mean and the variance are reductions inside the
+    normalizing expression (each becomes a stage of its own, `tensorlang.reduction_stages`)."""
+    X = tl.placeholder((N, D), name="X")
+    G = tl.placeholder((D,), name="G")
+    B = tl.placeholder((D,), name="B")
+    k1 = tl.reduce_axis((0, D), name="k1")
+    mu = tl.compute((N,), lambda i: tl.sum(X[i, k1], axis=k1) / D, name="mean")
+    k2 = tl.reduce_axis((0, D), name="k2")
+    Y = tl.compute((N, D), lambda i, j: (X[i, j] - mu[i]) * tl.rsqrt(
+        tl.sum((X[i, k2] - mu[i]) * (X[i, k2] - mu[i]), axis=k2) / D + 1e-5) * G[j] + B[j],
+        name="Y")
+    return [X, G, B, Y]
+
+
+def scores_scaled(B, H, S, D):
+    """Attention scores scaled by 1/sqrt(D) around the reduction, in one expression."""
+    Q = tl.placeholder((B, H, S, D), name="Q")
+    K = tl.placeholder((B, H, S, D), name="K")
+    d = tl.reduce_axis((0, D), name="d")
+    O = tl.compute((B, H, S, S), lambda b, h, i, j: tl.sum(
+        Q[b, h, i, d] * K[b, h, j, d], axis=d) * (1.0 / D ** 0.5), name="S")
+    return [Q, K, O]
 
 
 def scores(B, H, S, D):
@@ -155,9 +181,11 @@ REFERENCES = {
     "gemm_symbolic": lambda a, b: a @ b,
     "softmax": _softmax_ref,
     "layer_norm": _layer_norm_ref,
+    "layer_norm_inline": _layer_norm_ref,
     "stencil": _stencil_ref,
     "conv3x3": _conv_ref,
     "scores": lambda q, k: q @ np.swapaxes(k, -1, -2),
+    "scores_scaled": lambda q, k: q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]),
     "maxpool": _maxpool_ref,
     "total": lambda x: np.asarray(x.sum(dtype=np.float64), dtype=np.float32),
 }
