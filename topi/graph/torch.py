@@ -1525,16 +1525,10 @@ def _cumsum(im: _Importer, x: Value, dim: int, dtype: Any = None) -> Value:
 
 
 @_converter("aten.sort", "aten.argsort")
-def _sort(im: _Importer, x: Value, *args: Any, dim: int = -1, descending: bool = False,
+def _sort(im: _Importer, x: Value, dim: int = -1, descending: bool = False,
           stable: Any = None) -> Any:
-    """Values and positions in stable order (sort.default(x, dim, descending), sort.stable(x, *,
-    stable, dim, descending), argsort.default and argsort.stable alike)."""
-    if args and isinstance(args[0], bool) or args and args[0] is None:  # the stable flag
-        args = args[1:]
-    if args:
-        dim = args[0]
-    if len(args) > 1:
-        descending = args[1]
+    """Values and positions in stable order (sort and argsort, their `stable` flag keyword-only;
+    an unstable sort may order ties in any way)."""
     axis = int(dim) % max(len(shape_of(x)), 1)
     order = im.op("argsort", x, axis=axis, descending=bool(descending))
     if "argsort" in im.current:

@@ -180,7 +180,7 @@ class _Built:
         self.order = [self.input_names.index(i.name) for i in module.inputs]
         self.in_place = isinstance(module, Module) and all(
             _same_layout(example[k], info) for k, info in zip(self.order, module.inputs)) and \
-            all(str(o.dtype) in _TORCH_DTYPES for o in module.outputs)
+            all(isinstance(getattr(torch, o.dtype, None), torch.dtype) for o in module.outputs)
         flat = self.treespec.type in (tuple, list) and \
             all(c.is_leaf() for c in self.treespec.children())
         self.flat = self.treespec.type if flat else None
@@ -193,7 +193,7 @@ class _Built:
             inputs.append(tensor.data_ptr() if sites is not None and tensor.is_contiguous()
                           else tensor.detach().numpy())
         fresh = [None if sites is None else
-                 torch.empty(info.shape, dtype=_TORCH_DTYPES[info.dtype])
+                 torch.empty(info.shape, dtype=getattr(torch, info.dtype))
                  for sites, info in zip(module.bindings.outputs, module.outputs)]
         copies = module.run_at(inputs, [None if t is None else t.data_ptr() for t in fresh])
         return [torch.from_numpy(c) if t is None else t for t, c in zip(fresh, copies)]
@@ -206,11 +206,11 @@ class _Built:
             # each call returns arrays of its own (the Module copies out of its buffers), so
             # the tensors viewing them are never overwritten by a later call
             leaves = [torch.from_numpy(a) for a in arrays]
-        numbers = dict(self.numbers)
+        numbers = self.numbers
         if self.sizes:
             symbols = {name: tensors[k].shape[axis] for name, (k, axis) in self.symbols.items()}
-            numbers.update({i: int(sympy_size(expr, symbols.__getitem__))
-                            for i, expr in self.sizes.items()})
+            numbers = {**numbers, **{i: int(sympy_size(expr, symbols.__getitem__))
+                                     for i, expr in self.sizes.items()}}
         for i, number in sorted(numbers.items()):
             leaves.insert(i, number)
         out = self.flat(leaves) if self.flat is not None else \
@@ -225,11 +225,6 @@ class _Built:
 
 _VERSION = operator.attrgetter("_version")
 """A tensor's version counter, which each in-place update increments."""
-
-_TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.int8, torch.int16, torch.int32,
-    torch.int64, torch.uint8, torch.bool)}
-"""The dtypes that a Module's arrays and PyTorch's tensors share, by name."""
 
 
 def _same_layout(tensor: Any, info: Any) -> bool:
@@ -317,10 +312,10 @@ class CompiledGraph:
         warnings.warn(f"tensorlang: a torch.compile graph runs in eager PyTorch: {why}",
                       TensorlangCompileWarning, stacklevel=3)
 
-    def _build(self, args: Sequence[Any]) -> _Built:
+    def _build(self, args: Sequence[Any], tensors: Sequence[Any]) -> _Built:
         gm = bake_scalars(self.gm, {i: args[i].item() for i in self.scalars}) \
             if self.scalars else self.gm
-        example = tuple(t.detach() for t in self._tensors(args))
+        example = tuple(t.detach() for t in tensors)
         shapes = tuple(self.dynamic.dims) if self.dynamic is not None else None
         writes: list[int] = []
         with torch.no_grad(), warnings.catch_warnings():
@@ -353,38 +348,41 @@ class CompiledGraph:
             bounds = self.dynamic.graph_bounds(graph)
         return _Built(build(graph, bounds=bounds, **self.options), program, example, writes)
 
-    def _module(self, args: Sequence[Any]) -> _Built | None:
-        """The Module for `args` (built on first use), or None to run eagerly."""
+    def _module(self, args: Sequence[Any]) -> tuple[_Built | None, list[Any]]:
+        """The Module for `args` (built on first use), or None to run eagerly, and the tensors
+        it takes (`_tensors`)."""
         if self.failure is not None:
-            return None
+            return None, []
         state = self._constant_state(args)
         if state != self._held and not self._select_weights(state):
-            return None
+            return None, []
         if not all(args[i].is_cpu for i in self.tensors):
             # Dynamo guards on devices: this graph always runs there
             devices = sorted({args[i].device.type for i in self.tensors} - {"cpu"})
             self._give_up(f"tensors on {devices} (tensorlang runs on the CPU)")
-            return None
+            return None, []
+        tensors = self._tensors(args)
         if self.dynamic is not None:
-            if not self.dynamic.within(self._tensors(args)):
+            if not self.dynamic.within(tensors):
                 self._warn_once(f"sizes beyond the bounds {self.dynamic.bounds} of a "
                                 f"torch.compile graph run in eager PyTorch")
-                return None
-        built = self.built.get(self._key(args))
+                return None, []
+        built = self.built.get(self._key(args, tensors))
         if built is None:
             if len(self.built) >= MAX_SPECIALIZATIONS:
                 self._warn_once(f"more than {MAX_SPECIALIZATIONS} input shapes of a "
                                 f"torch.compile graph: the others run in eager PyTorch")
-                return None
+                return None, []
             try:
-                built = self.built[self._key(args)] = self._build(args)  # (after its pins)
+                built = self._build(args, tensors)
+                self.built[self._key(args, tensors)] = built  # (keyed after its pins)
             except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
                 if self.dynamic is not None:  # as symbols it did not build: build per shape
                     self.dynamic = None
                     return self._module(args)
                 self._give_up(f"{type(err).__name__}: {err}")
-                return None
-        return built
+                return None, []
+        return built, tensors
 
     def _warn_once(self, what: str) -> None:
         """One warning per kind of call that runs eagerly while the graph stays compiled."""
@@ -393,22 +391,21 @@ class CompiledGraph:
             warnings.warn(f"tensorlang: {what}", TensorlangCompileWarning, stacklevel=4)
 
     def __call__(self, *args: Any) -> Any:
-        built = self._module(args)
+        built, tensors = self._module(args)
         if built is None:
             return self.gm(*args)
-        tensors = self._tensors(args)
         if torch.is_grad_enabled() and any(a.requires_grad for a in args
                                           if isinstance(a, torch.Tensor)):
             return _with_grad(self.gm, built, args, [t.detach() for t in tensors])
         return built(tensors)
 
-    def _key(self, args: Sequence[Any]) -> tuple:
+    def _key(self, args: Sequence[Any], tensors: Sequence[Any]) -> tuple:
         """What tells the Modules of a call apart: the input shapes (and integer inputs) of a
         static graph; the values of the pinned symbols of a graph of symbolic sizes."""
         if self.dynamic is not None:
             if not self.dynamic.pinned:
                 return ("dynamic",)
-            return ("dynamic", *self.dynamic.pinned_sizes(self._tensors(args)))
+            return ("dynamic", *self.dynamic.pinned_sizes(tensors))
         return tuple([(args[i].shape, args[i].dtype) for i in self.tensors] +
                      [int(args[i]) for i in self.ints])
 

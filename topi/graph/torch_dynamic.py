@@ -7,9 +7,10 @@ placeholders have SymInt dims, and the sizes that the graph computes with arrive
 inputs. Each dim that a symbol stands for is exported as an automatic dim (`Dim.AUTO`: the
 export may find the guards that Dynamo's own trace needed, e.g. a size minus one that is not 1,
 without failing, and a dim that those guards leave one value becomes static: `pin` then notes
-its symbol, whose every value gets a build of its own), bounded by the symbol's range in Dynamo's ShapeEnv; a range
-without a finite upper end is capped at `DYNAMIC_SIZE_CAP`. The integer inputs are expressions of those symbols:
-the exported module computes them from its tensors' sizes, so one Module serves every size
+its symbol, whose every value gets a build of its own), bounded by the symbol's range in
+Dynamo's ShapeEnv; a range without a finite upper end is capped at `DYNAMIC_SIZE_CAP`. The
+integer inputs are expressions of those symbols: the exported module computes them from its
+tensors' sizes, so one Module serves every size
 within the bounds.
 
 Dynamo gives each tensor input's size its own symbol unless its trace compared them: the key and
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +77,7 @@ class DynamicSizes:
         """`tensors` (the graph's tensor inputs) followed by one tensor per integer input in
         `values`, as long as that input's value (memory for one element, whatever its
         length)."""
-        return tensors + [_CARRIER.expand(int(args[slot])) if int(args[slot]) > 0 else
-                          _CARRIER[:0] for slot in self.values]
+        return tensors + [_CARRIER.expand(int(args[slot])) for slot in self.values]
 
     def sizes(self, tensors: Sequence[Any]) -> dict[str, int]:
         """The symbols' values at a call (ints or, while exporting, SymInts)."""
@@ -196,28 +196,37 @@ _ATTENTION = (torch._C._nn.scaled_dot_product_attention,
               torch.nn.functional.scaled_dot_product_attention)
 
 
-def _attention_equal(gm: torch.fx.GraphModule,
-                     carriers: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
-    """The pairs of input symbols that the graph's attention needs equal: where the lengths of
-    its keys and values are one expression of one symbol for another (`s67 + 1` and
-    `s87 + 1`)."""
-    pairs = []
+def _attention_lengths(gm: torch.fx.GraphModule) -> Iterator[tuple[Any, Any]]:
+    """The lengths of the keys and the values of each attention in the graph: ints, or the
+    sympy expressions of symbolic ones."""
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in _ATTENTION or len(node.args) < 3:
             continue
         k, v = (getattr(_fake(a), "shape", None) if isinstance(a, torch.fx.Node) else None
                 for a in node.args[1:3])
-        if not k or not v or not all(isinstance(n[-2], torch.SymInt) for n in (k, v)):
+        if k and v:
+            yield tuple(n[-2].node.expr if isinstance(n[-2], torch.SymInt) else int(n[-2])
+                        for n in (k, v))
+
+
+def _one_symbol(length: Any) -> Any:
+    """The symbol of a length that is an expression of one symbol, else None."""
+    symbols = getattr(length, "free_symbols", ())
+    return next(iter(symbols)) if len(symbols) == 1 else None
+
+
+def _attention_equal(gm: torch.fx.GraphModule,
+                     carriers: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
+    """The pairs of input symbols that the graph's attention needs equal: where the lengths of
+    its keys and values are one expression of one symbol for another (`s67 + 1` and `s87 + 1`,
+    or a sliding window's `Min(16, s67 + 1)` and `Min(16, s87 + 1)`)."""
+    pairs = []
+    for k_len, v_len in _attention_lengths(gm):
+        a, b = _one_symbol(k_len), _one_symbol(v_len)
+        if a is None or b is None or a == b:
             continue
-        k_len, v_len = k[-2].node.expr, v[-2].node.expr
-        if len(k_len.free_symbols) != 1 or len(v_len.free_symbols) != 1:
-            continue
-        (a,), (b,) = k_len.free_symbols, v_len.free_symbols
         pair = tuple(sorted((str(a), str(b))))
-        # one expression of one symbol each (s67 + 1 and s87 + 1, or a sliding window's
-        # Min(16, s67 + 1) and Min(16, s87 + 1)): equal when the symbols are
-        if a != b and k_len.subs(a, b) == v_len and all(n in carriers for n in pair) and \
-                pair not in pairs:
+        if k_len.subs(a, b) == v_len and all(n in carriers for n in pair) and pair not in pairs:
             pairs.append(pair)
     return pairs
 
@@ -228,20 +237,12 @@ def _attention_fixed(gm: torch.fx.GraphModule) -> dict[str, int]:
     `s94 + 1` values that Dynamo saw grow while the window filled), the symbol that makes them
     equal."""
     fixed: dict[str, int] = {}
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target not in _ATTENTION or len(node.args) < 3:
-            continue
-        k, v = (getattr(_fake(a), "shape", None) if isinstance(a, torch.fx.Node) else None
-                for a in node.args[1:3])
-        if not k or not v:
-            continue
-        lengths = [n[-2].node.expr if isinstance(n[-2], torch.SymInt) else int(n[-2])
-                   for n in (k, v)]
-        static = [n for n in lengths if isinstance(n, int) or n.is_Integer]
-        varying = [n for n in lengths if not isinstance(n, int) and len(n.free_symbols) == 1]
+    for lengths in _attention_lengths(gm):
+        static = [int(n) for n in lengths if isinstance(n, int) or n.is_Integer]
+        varying = [n for n in lengths if _one_symbol(n) is not None]
         if len(static) == 1 and len(varying) == 1:
-            symbol, = varying[0].free_symbols
-            root = _linear_root(varying[0], symbol, int(static[0]))
+            symbol = _one_symbol(varying[0])
+            root = _linear_root(varying[0], symbol, static[0])
             if root is not None and root > 0:
                 fixed[str(symbol)] = root
     return fixed
