@@ -170,7 +170,19 @@ def _int8_conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
     return schedule_conv2d_nchw_int8(out), [d, k, out]
 
 
+def _top_k() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    """The positions of the 5 largest of each row of 23 (rank reductions, a mixture of experts'
+    routing)."""
+    a = tl.placeholder((7, 23), name="a")
+    out = nn.argsort(a, axis=1, descending=True, k=5)
+    return x86.schedule_reduce(out), [a, out]
+
+
 def _reference(kernel, arrays: list[np.ndarray]) -> np.ndarray:
+    if kernel is _top_k:
+        from topi.testing import argsort_python
+
+        return argsort_python(arrays[0], 1, True, 5)
     if kernel is _int8_conv2d:
         import torch
 
@@ -257,7 +269,7 @@ def test_tuning_for_another_architecture_fails_clearly_instead_of_timing_host_co
 
 # -- libraries run under qemu by the native runner ------------------------------------------
 
-KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d]
+KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d, _top_k]
 
 
 def _inputs(tensors: list[tl.Tensor], rng: np.random.Generator) -> dict[str, np.ndarray]:

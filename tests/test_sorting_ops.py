@@ -15,10 +15,15 @@ from topi import nn, x86
 from topi import testing as T
 
 
-def _run(fn, *arrays: np.ndarray) -> np.ndarray:
+#: the host and the AVX2 path (ymm vectors, no AVX-512 masks)
+TARGETS = ["llvm", "llvm -mcpu=haswell"]
+
+
+def _run(fn, *arrays: np.ndarray, target: str = "llvm") -> np.ndarray:
     holders = [tl.placeholder(a.shape, str(a.dtype), name=f"in{k}") for k, a in enumerate(arrays)]
     out = fn(*holders)
-    module = tl.build(x86.schedule_reduce([out]), [*holders, out])
+    with tl.Target(target):
+        module = tl.build(x86.schedule_reduce([out]), [*holders, out])
     result = np.zeros(tuple(int(d) for d in out.shape), out.dtype)
     module(*arrays, result)
     return result
@@ -45,9 +50,10 @@ def _awkward(shape: tuple, dtype: str, seed: int) -> np.ndarray:
     ((2, 11, 3), 1, False, 1, "int32"),
     ((1,), 0, True, 1, "float32"),
 ])
-def test_argsort_is_numpys_stable_order(shape, axis, descending, k, dtype):
+@pytest.mark.parametrize("target", TARGETS)
+def test_argsort_is_numpys_stable_order(shape, axis, descending, k, dtype, target):
     x = _awkward(shape, dtype, seed=len(shape) + shape[0])
-    got = _run(lambda t: nn.argsort(t, axis, descending, k), x)
+    got = _run(lambda t: nn.argsort(t, axis, descending, k), x, target=target)
     np.testing.assert_array_equal(got, T.argsort_python(x, axis, descending, k))
 
 
@@ -67,11 +73,12 @@ def test_argsort_refuses_bad_requests():
 
 @pytest.mark.parametrize("shape,bins,low,high", [((6, 7), 5, 0.0, 4.0), ((13,), 1, -1.0, 1.0),
                                                  ((3, 1, 11), 7, -2.5, 0.5)])
-def test_histc_counts_as_torch(shape, bins, low, high):
+@pytest.mark.parametrize("target", TARGETS)
+def test_histc_counts_as_torch(shape, bins, low, high, target):
     x = np.random.default_rng(bins).uniform(low - 1, high + 1, shape).astype("float32")
     x.reshape(-1)[0] = high  # the top edge counts in the last bin
     x.reshape(-1)[-1] = np.nan  # NaN counts nowhere
-    got = _run(lambda t: nn.histc(t, bins, low, high), x)
+    got = _run(lambda t: nn.histc(t, bins, low, high), x, target=target)
     np.testing.assert_array_equal(got, T.histc_python(x, bins, low, high))
 
 
@@ -87,14 +94,15 @@ def test_histc_refuses_bad_requests():
 
 @pytest.mark.parametrize("offsets", [[2, 2, 7, 9], [0, 0, 0, 11], [11, 11, 11, 11],
                                      [3, 5, 17, 30]])
-def test_grouped_matmul_multiplies_each_groups_rows(offsets):
+@pytest.mark.parametrize("target", TARGETS)
+def test_grouped_matmul_multiplies_each_groups_rows(offsets, target):
     """Empty groups, one group of every row, rows past the last offset (zero) and offsets
     beyond the rows (clamped, never read out of range)."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((11, 6)).astype("float32")
     w = rng.standard_normal((4, 6, 5)).astype("float32")
     offs = np.array(offsets, "int32")
-    got = _run(nn.grouped_matmul, x, w, offs)
+    got = _run(nn.grouped_matmul, x, w, offs, target=target)
     np.testing.assert_allclose(got, T.grouped_matmul_python(x, w, offs), rtol=1e-5, atol=1e-5)
 
 
