@@ -301,6 +301,22 @@ def test_values_made_at_import_fold_away():
     g = check(Lambda(fn), (2, 6, 6))
     assert sorted({n.op for n in g.ops}) == ["add", "multiply", "softmax"]
 
+def test_layers_masking_with_their_own_fill_values_share_one_folded_mask():
+    """T5's layers each build `where(causal, bias, scalar_tensor(min))` from a scalar of their
+    own: the folded masks are one constant, not one per layer (memory that grew with depth)."""
+
+    def fn(x):
+        n = x.shape[-1]
+        causal = torch.arange(n)[:, None] >= torch.arange(n)[None, :]
+        bias = torch.arange(n * n, dtype=torch.float32).reshape(n, n) / (n * n)
+        for _ in range(3):
+            x = (x + torch.where(causal, bias, torch.scalar_tensor(-1e4))).softmax(-1)
+        return x
+
+    g = check(Lambda(fn), (2, 7, 7))
+    masks = [n for n in g.nodes if n.op == "constant" and n.shape[-2:] == (7, 7)]
+    assert len(masks) == 1, [n.name for n in masks]
+
 
 @pytest.mark.parametrize("fn", [
     lambda x: torch.nn.functional.pad(x, (1, 2, 0, 3), value=0.5),

@@ -121,6 +121,17 @@ def node_name(text: str) -> str:
     return re.sub(r"\W+", "_", text).strip("_") or "value"
 
 
+# An array this small is identified by its value when folding (see `GraphWriter._fold`).
+SCALAR_BYTES = 16
+
+
+def _fold_token(value: np.ndarray) -> Any:
+    """What identifies an input of a folded op: a small array's value, a larger one's identity."""
+    if value.nbytes <= SCALAR_BYTES:
+        return value.dtype.str, value.shape, value.tobytes()
+    return id(value)
+
+
 class GraphWriter:
     """The graph being built, the name for the ops of the source node being converted, and one
     constant per array of data.
@@ -194,13 +205,16 @@ class GraphWriter:
     def _fold(self, op_name: str, inputs: tuple[np.ndarray, ...], attrs: dict) -> np.ndarray:
         """Graph op `op_name` on arrays, by its numpy reference: read-only, a view of its input
         where the reference makes one (a transpose), and the same array for the same op on the
-        same arrays (only weak references are kept: a value nothing reads is freed)."""
-        key = (op_name, tuple(id(v) for v in inputs), repr(sorted(attrs.items())))
+        same arrays (only weak references are kept: a value nothing reads is freed). A scalar
+        input counts by its value: the layers of a model that each mask with their own copy of
+        the same fill value share one folded mask, not one per layer."""
+        key = (op_name, tuple(map(_fold_token, inputs)), repr(sorted(attrs.items())))
         known = self._folds.get(key)
         if known is not None:
             sources, result = known
             value = result()
-            if value is not None and all(s() is v for s, v in zip(sources, inputs)):
+            if value is not None and all(s() is v for s, v in zip(sources, inputs)
+                                         if v.nbytes > SCALAR_BYTES):
                 return value
         _, dtype = infer_output(op_name, [(v.shape, str(v.dtype)) for v in inputs], attrs)
         reference = get_op(op_name).reference
