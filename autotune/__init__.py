@@ -3,14 +3,16 @@
 Data flow: a template (a function of shapes reading `get_config()`) -> `create_task` -> its
 `ConfigSpace` -> a tuner proposes configs -> a `Builder` compiles each into an `Artifact` and a
 `Runner` times it (`LocalBuilder` / `LocalRunner` in isolated processes here, `DaskBuilder` /
-`DaskRunner` on a farm) -> `MeasureResult` -> a JSON line in the log and back into the cost
-model -> `apply_history_best` deploys the best config.
+`DaskRunner` on a farm, `DeviceRunner` on a device of another architecture) -> `MeasureResult`
+-> a JSON line in the log and back into the cost model -> `apply_history_best` deploys the best
+config.
 """
 
 from . import auto_schedule, tuner
 from .auto_schedule import workload
 from .artifact import Artifact, before_run
 from .cost_model import CostModel, RandomModel, XGBoostCostModel
+from .device import DeviceRunner
 from .explorer import SimulatedAnnealing, diverse_pick
 from .farm import DaskBuilder, DaskRunner
 from .features import FEATURE_VERSION, FeatureExtractor, feature_names
@@ -44,6 +46,7 @@ __all__ = [
     "CostModel",
     "DaskBuilder",
     "DaskRunner",
+    "DeviceRunner",
     "FallbackConfig",
     "FeatureExtractor",
     "InstantiationError",

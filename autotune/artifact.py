@@ -29,6 +29,7 @@ import numpy as np
 
 import tensorlang as tl
 from tensorlang.arith import const_value
+from tensorlang.ir import PrimFunc
 from tensorlang.lower import finish_lowering, lower_structure
 from tensorlang.runtime import ObjectCode, build_object, load_object
 from tensorlang.tensor import PlaceholderOp
@@ -183,7 +184,9 @@ class Artifact:
         return self.spec.target
 
 
-def _instantiate(task: Task, index: int) -> tuple[Any, list[Any]]:
+def instantiate(task: Task, index: int) -> tuple[Any, list[Any]]:
+    """The schedule and tensors of config `index`; a failure is the config's
+    INSTANTIATION_ERROR."""
     try:
         return task.instantiate(index)
     except InstantiationError as err:
@@ -204,6 +207,14 @@ def _arg_specs(args: Sequence[Any]) -> tuple[ArgSpec, ...]:
     return tuple(specs)
 
 
+def lower_config(task: Task, s: Any, args: Sequence[Any]) -> tuple[Any, PrimFunc]:
+    """The loop structure and the lowered kernel of a config's schedule, as every build of it
+    lowers them: under the task's target, which lowering reads too (e.g. vector chunk widths)."""
+    with task.compile_target:
+        structure = lower_structure(s, args, name="kernel")
+        return structure, finish_lowering(structure).main
+
+
 def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., None]) -> Artifact:
     """Instantiate, lower and compile one config (in a build worker)."""
     from .features import extract
@@ -214,14 +225,12 @@ def build_job(payload: tuple[TaskSpec, int, str | None], stage: Callable[..., No
     hooks: list[Callable[[], None]] = []
     token = _before_run_hooks.set(hooks)
     try:
-        s, args = _instantiate(task, index)
+        s, args = instantiate(task, index)
     finally:
         _before_run_hooks.reset(token)
     arg_specs = _arg_specs(args)
     try:
-        with task.compile_target:  # lowering reads the target too (e.g. vector chunk widths)
-            structure = lower_structure(s, args, name="kernel")
-            func = finish_lowering(structure).main
+        structure, func = lower_config(task, s, args)
         digest = hashlib.sha1(str(func).encode()).hexdigest()
         code = build_object(func, task.target)
     except Exception as err:  # noqa: BLE001 - reported as a compile error of this config
@@ -266,7 +275,9 @@ class RunSettings:
     forked: bool = False
 
 
-def _random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
+def random_arrays(specs: Sequence[ArgSpec], seed: int) -> list[np.ndarray]:
+    """Arrays for a kernel's arguments: uniform random inputs (the same for the same seed),
+    zeroed outputs."""
     rng = np.random.default_rng(seed)
     arrays = []
     for a in specs:
@@ -293,7 +304,7 @@ def _cached_random_arrays(artifact: Artifact) -> list[np.ndarray]:
     key = artifact.spec.key
     if key not in _inputs_by_task:
         _inputs_by_task.clear()  # one task at a time: keep memory bounded
-        _inputs_by_task[key] = _random_arrays(artifact.arg_specs, seed=0)
+        _inputs_by_task[key] = random_arrays(artifact.arg_specs, seed=0)
     return _inputs_by_task[key]
 
 
@@ -307,18 +318,23 @@ def _link(code: ObjectCode) -> tl.Module:
     return _linked[code]
 
 
-def _reference(spec: TaskSpec) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Inputs and outputs of the task's compute under the default schedule (config 0)."""
-    if spec.key not in _references:
+def reference_outputs(spec: TaskSpec, target: str | None = None
+                      ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Inputs and outputs of the task's compute under the default schedule (config 0), built
+    for `target` (default: the task's; code for another architecture is checked against a
+    reference computed on this machine)."""
+    key = f"{spec.key}|{target}"
+    if key not in _references:
         task = spec.task()
-        _, args = _instantiate(task, 0)
+        _, args = instantiate(task, 0)
         specs = _arg_specs(args)
         outputs = [t for t, a in zip(args, specs) if a.is_output]
-        module = tl.build(tl.create_schedule([t.op for t in outputs]), args, target=task.target)
-        arrays = _random_arrays(specs, seed=0)
+        module = tl.build(tl.create_schedule([t.op for t in outputs]), args,
+                          target=target or task.target)
+        arrays = random_arrays(specs, seed=0)
         module(*arrays)
-        _references[spec.key] = (arrays, [x for x, a in zip(arrays, specs) if a.is_output])
-    return _references[spec.key]
+        _references[key] = (arrays, [x for x, a in zip(arrays, specs) if a.is_output])
+    return _references[key]
 
 
 def _flush_cpu_cache(scratch: np.ndarray) -> None:
@@ -337,7 +353,7 @@ def prepare_run(payload: tuple[Artifact, RunSettings], stage: Callable[..., None
         threads = tl.runtime.get_num_threads()
         tl.runtime.set_num_threads(1)
         try:
-            _reference(artifact.spec)
+            reference_outputs(artifact.spec)
         finally:
             tl.runtime.set_num_threads(threads)
         stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
@@ -357,7 +373,7 @@ def run_job(payload: tuple[Artifact, RunSettings],
     if settings.check_correctness:
         # The reference may be a slow naive loop nest: give it its own, generous stage.
         stage(REFERENCE_SECONDS, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
-        ref_inputs, ref_outputs = _reference(artifact.spec)
+        ref_inputs, ref_outputs = reference_outputs(artifact.spec)
         stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
     try:
         module = _link(artifact.code)
@@ -377,7 +393,7 @@ def run_job(payload: tuple[Artifact, RunSettings],
             stage(settings.run_timeout, MeasureErrorNo.RUN_TIMEOUT, MeasureErrorNo.RUNTIME_ERROR)
         if settings.check_correctness:
             got = [x for x, a in zip(arrays, artifact.arg_specs) if a.is_output]
-            _check_outputs(got, ref_outputs)
+            check_outputs(got, ref_outputs)
         if first * settings.number * settings.repeat > settings.max_seconds:
             return [first], True  # a slow config: one call tells enough, repeats would waste time
         cutoff = None
@@ -413,7 +429,7 @@ def first_call_limit(settings: RunSettings) -> float:
     return max(slow_first_call(settings), settings.probe_seconds)
 
 
-def _check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
+def check_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
     for k, (g, w) in enumerate(zip(got, want)):
         scale = max(1.0, float(np.abs(w).max(initial=0.0)))
         if not np.allclose(g, w, rtol=1e-3, atol=1e-3 * scale):

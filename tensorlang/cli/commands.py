@@ -540,7 +540,8 @@ Examples:
 def runner(target: str, output: str) -> None:
     """Write a native program for TARGET that runs an exported library (a kernel's or a
     model's) on .npy files: PATH LIB.so NAME=IN.npy ... --out OUT.npy (one --out per output,
-    in order; --repeat N also times N calls). It needs no Python on the device."""
+    in order; --repeat N also times N calls, --number K makes that N rounds of K calls each;
+    PATH --describe prints what the device says of its CPU). It needs no Python on the device."""
     with user_errors():
         t = tl.Target(target)
         try:

@@ -1,6 +1,7 @@
 /* The native runner: runs an exported library on a device that has no Python.
  *
- *   runner LIB.so NAME=IN.npy ... --out OUT.npy ... [--repeat N]
+ *   runner LIB.so NAME=IN.npy ... --out OUT.npy ... [--repeat N [--number K]]
+ *   runner --describe
  *
  * It loads the library, reads its description `tlg_meta` (JSON: "inputs" and "outputs" as
  * [name, shape, dtype] lists), reads each input from the .npy file given for its name (dtype and
@@ -8,7 +9,12 @@
  * k > 0: an index read from data fell outside its buffer in kernel call k - 1) and writes each
  * output, in order, to the file of its `--out`. A kernel library (`Module.export_library`) and
  * a model library (`topi.graph.Module.export_library`) have the same entry point. With
- * `--repeat N` it runs the entry N more times and prints the mean milliseconds per call.
+ * `--repeat N` it runs the entry N more times and prints the mean milliseconds per call; with
+ * `--number K` as well, it times N rounds of K calls and prints each round's mean on a line of
+ * its own (what a tuner reads: one cost per round). `--describe` prints what the device says
+ * of its CPU (uname, the auxiliary vector's hardware capabilities, aarch64's MIDR and the lines
+ * of /proc/cpuinfo that name the CPU), one `key: value` per line, so that a tuning log can
+ * record the machine that timed it.
  * Built by `tensorlang runner --target T -o PATH` with the target's C compiler.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -17,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_TENSORS 256
 #define MAX_DIMS 16
@@ -175,6 +184,54 @@ static void write_npy(const char *path, const tensor *t) {
     fclose(f);
 }
 
+/* ---- what the device says of its CPU --------------------------------------------------- */
+
+/* The keys of /proc/cpuinfo that name a CPU (x86's "vendor_id" and "model name" show that a
+ * binary runs under an emulator on an x86 machine); flag lists other than aarch64's short
+ * "Features" are left out. */
+static const char *const CPUINFO_KEYS[] = {
+    "processor", "model name", "vendor_id", "Hardware", "CPU implementer", "CPU part",
+    "CPU variant", "CPU revision", "Features", "isa", "uarch", "mvendorid", "marchid",
+};
+
+static void describe(void) {
+    struct utsname u;
+    if (uname(&u) == 0) printf("machine: %s\nhostname: %s\nkernel: %s %s\n", u.machine,
+                               u.nodename, u.sysname, u.release);
+    printf("cpus: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    unsigned long hwcap = getauxval(AT_HWCAP);
+    printf("hwcap: 0x%lx\n", hwcap);
+#ifdef AT_HWCAP2
+    printf("hwcap2: 0x%lx\n", getauxval(AT_HWCAP2));
+#endif
+#ifdef __aarch64__
+    FILE *regs = fopen("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "r");
+    unsigned long long midr = 0;
+    if (regs && fscanf(regs, "%llx", &midr) == 1) {
+        printf("midr: 0x%llx\n", midr);
+    } else if (hwcap & (1UL << 11)) { /* HWCAP_CPUID: the kernel emulates reading MIDR_EL1 */
+        unsigned long value;
+        __asm__ volatile("mrs %0, MIDR_EL1" : "=r"(value));
+        printf("midr: 0x%lx\n", value);
+    }
+    if (regs) fclose(regs);
+#endif
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        for (size_t k = 0; k < sizeof CPUINFO_KEYS / sizeof CPUINFO_KEYS[0]; k++) {
+            size_t n = strlen(CPUINFO_KEYS[k]);
+            if (!strncmp(line, CPUINFO_KEYS[k], n) && (line[n] == ' ' || line[n] == '\t' ||
+                                                      line[n] == ':')) {
+                printf("cpuinfo: %s", line);
+                if (!strchr(line, '\n')) printf("\n");
+                break;
+            }
+        }
+    }
+    if (f) fclose(f);
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static double now(void) {
@@ -186,11 +243,15 @@ static double now(void) {
 int main(int argc, char **argv) {
     static tensor inputs[MAX_TENSORS], outputs[MAX_TENSORS];
     const char *out_paths[MAX_TENSORS];
-    int nout_paths = 0, repeat = 0;
+    int nout_paths = 0, repeat = 0, number = 0;
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LIB.so NAME=IN.npy ... --out OUT.npy ... [--repeat N]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s LIB.so NAME=IN.npy ... --out OUT.npy ... [--repeat N "
+                "[--number K]]\n       %s --describe\n", argv[0], argv[0]);
         return 1;
+    }
+    if (!strcmp(argv[1], "--describe")) {
+        describe();
+        return 0;
     }
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) die("cannot load the library", dlerror());
@@ -206,10 +267,14 @@ int main(int argc, char **argv) {
             out_paths[nout_paths++] = argv[++a];
         } else if (!strcmp(argv[a], "--repeat") && a + 1 < argc) {
             repeat = atoi(argv[++a]);
+        } else if (!strcmp(argv[a], "--number") && a + 1 < argc) {
+            number = atoi(argv[++a]);
+            if (number < 1) die("--number needs a count of at least 1, got", argv[a]);
         } else {
             char *eq = strchr(argv[a], '=');
             int found = 0;
-            if (!eq) die("arguments are NAME=IN.npy, --out OUT.npy or --repeat N; got", argv[a]);
+            if (!eq) die("arguments are NAME=IN.npy, --out OUT.npy, --repeat N or --number K; "
+                         "got", argv[a]);
             *eq = 0;
             for (int k = 0; k < nin; k++)
                 if (!strcmp(inputs[k].name, argv[a])) {
@@ -238,10 +303,12 @@ int main(int argc, char **argv) {
                 "kernel call %d, or no memory)\n", status, status - 1);
         return 2;
     }
-    if (repeat > 0) {
+    /* Without --number: one round of `repeat` calls; with it: `repeat` rounds of `number`. */
+    int rounds = number ? repeat : (repeat > 0), calls = number ? number : repeat;
+    for (int round = 0; round < rounds; round++) {
         double t0 = now();
-        for (int r = 0; r < repeat; r++) run(in_ptrs, out_ptrs);
-        printf("%.6f ms per call (%d calls)\n", (now() - t0) * 1e3 / repeat, repeat);
+        for (int c = 0; c < calls; c++) run(in_ptrs, out_ptrs);
+        printf("%.6f ms per call (%d calls)\n", (now() - t0) * 1e3 / calls, calls);
     }
     for (int k = 0; k < nout; k++) write_npy(out_paths[k], &outputs[k]);
     return 0;
