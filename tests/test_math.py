@@ -114,3 +114,48 @@ def test_float_to_int_cast_truncates_like_numpy(rng):
     b = np.zeros(8, "int32")
     f(a, b)
     np.testing.assert_array_equal(b, (a * np.float32(10)).astype("int32"))
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_vector_exp_float32_within_an_ulp_and_ieee_at_the_edges(target):
+    """float32 exp on vectors is inline arithmetic (vscalefps with AVX-512, exponent bits
+    elsewhere): within an ulp over the whole range, subnormal results rounded once, 0, inf and
+    NaN where IEEE has them; a length of 1001 leaves a vector tail."""
+    edges = [0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -87.3, -100.5, -103.9, -104.5,
+             -1e4, 1e-30, 1, -1]
+    x = np.concatenate([np.linspace(-105, 90, 1001 - len(edges)), edges]).astype("float32")
+    A = tl.placeholder(x.shape, "float32", name="A")
+    B = tl.compute(x.shape, lambda i: tl.exp(A[i]), name="B")
+    with tl.Target(target):
+        s = tl.create_schedule(B.op)
+        lanes = tl.Target.current().vector_lanes("float32")
+        _, inner = s[B].split(B.op.axis[0], factor=lanes)
+        s[B].vectorize(inner)
+        f = tl.build(s, [A, B])
+    got = np.empty_like(x)
+    f(x, got)
+    with np.errstate(over="ignore"):
+        exact = np.exp(x.astype(np.float64))
+        want = exact.astype(np.float32)
+    normal = np.isfinite(want) & (want >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal] - exact[normal]) / np.spacing(want[normal])
+    assert ulps.max() <= 1.01, ulps.max()
+    tiny = ~normal & ~np.isnan(x)  # subnormal, zero or infinite results
+    np.testing.assert_allclose(got[tiny], want[tiny], rtol=0, atol=np.spacing(np.float32(0)))
+    assert np.isnan(got[np.isnan(x)]).all()
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_vector_min_max_propagate_nan_from_either_side(op):
+    a = np.array([1, np.nan, -2, 3, np.nan, -np.inf, 5, 0] * 3, "float32")
+    b = np.array([2, 0, np.nan, -3, np.nan, 1, np.inf, -1] * 3, "float32")
+    A = tl.placeholder(a.shape, "float32", name="A")
+    B = tl.placeholder(b.shape, "float32", name="B")
+    C = tl.compute(a.shape, lambda i: getattr(tl, op)(A[i], B[i]), name="C")
+    s = tl.create_schedule(C.op)
+    _, inner = s[C].split(C.op.axis[0], factor=16)
+    s[C].vectorize(inner)
+    f = tl.build(s, [A, B, C])
+    c = np.empty_like(a)
+    f(a, b, c)
+    np.testing.assert_array_equal(c, getattr(np, op)(a, b))

@@ -1,8 +1,10 @@
 """Math functions (exp, tanh, ...) and integer floor division as LLVM IR.
 
-Part of the codegen: `emit_math` maps a `MathFunc` to LLVM intrinsics where LLVM has one (so that
-vector forms stay vector code) and to libm per lane otherwise; `floor_div_mod` gives Python/numpy
-floor semantics for integers without ever trapping (division by zero yields 0, as numpy does).
+Part of the codegen: `emit_math` computes float32 exp on vectors inline (`_inline_exp_f32`) and
+maps the other `MathFunc`s to libmvec's vector forms, to LLVM intrinsics where LLVM has one
+(so that vector forms stay vector code) and to libm per lane otherwise; `floor_div_mod` gives
+Python/numpy floor semantics for integers without ever trapping (division by zero yields 0, as
+numpy does).
 """
 
 from __future__ import annotations
@@ -135,6 +137,73 @@ def _vector_libm_call(cg: Emitter, func: MathFunc, args: list[Val]) -> Val | Non
     return parts[0]
 
 
+# exp(x) = 2^n * exp(r), n = rint(x / ln 2), |r| <= ln 2 / 2 (Cephes' expf): ln 2 in two parts
+# (n * _LN2_HI is exact for the n that occur), exp(r) = 1 + r + r^2 * P(r) with P of degree 5.
+_LOG2E = 1.44269504088896341
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+             1.6666665459e-1, 5.0000001201e-1)
+# Inputs are clamped here: exp(-104) rounds to 0 and exp(89) overflows to inf, and 2^n then
+# stays within two normal factors 2^(n >> 1) * 2^(n - (n >> 1)) (a subnormal result rounds once).
+_EXP_LOW, _EXP_HIGH = -104.0, 89.0
+# Added to x / ln 2, 1.5 * 2^23 leaves rint(x / ln 2) in the low bits of the sum: n as an
+# integer without a conversion (which would make NaN poison) and as a float by subtracting it.
+_ROUNDING_BIAS = 12582912.0
+_ROUNDING_BIAS_BITS = 0x4B400000
+
+
+def _inline_exp_f32(cg: Emitter, x: Val) -> Val:
+    """exp of a float32 vector as inline arithmetic, within about one ulp of the exact value,
+    with IEEE results at the edges (0 below -103.97, inf above 88.72, NaN for NaN).
+
+    A call into libmvec clobbers every vector register, so a loop that computes exp next to
+    other work (a softmax row's sum, a convolution's output stage) spills around each call;
+    inline, LLVM interleaves it with that work. AVX-512 scales by 2^n in one instruction
+    (vscalefps); elsewhere the two factors are built in the exponent bits.
+    """
+    fw = cg.fw
+    ty = x.ty
+    lanes = lanes_of(ty)
+    ity = vector_of("i32", lanes)
+    bty = vector_of("i1", lanes)
+
+    def c(value: float) -> str:
+        return const(ty, value).ref
+
+    below = fw.op(bty, f"fcmp olt {x}, {c(_EXP_LOW)}")
+    xc = fw.op(ty, f"select {below}, {ty} {c(_EXP_LOW)}, {x}")
+    above = fw.op(bty, f"fcmp ogt {xc}, {c(_EXP_HIGH)}")
+    xc = fw.op(ty, f"select {above}, {ty} {c(_EXP_HIGH)}, {xc}")
+    scaled = fw.op(ty, f"fmul contract {xc}, {c(_LOG2E)}")
+    biased = fw.op(ty, f"fadd contract {scaled}, {c(_ROUNDING_BIAS)}")
+    n = fw.op(ty, f"fsub {biased}, {c(_ROUNDING_BIAS)}")
+    r = xc
+    for part in (_LN2_HI, _LN2_LO):
+        step = fw.op(ty, f"fmul contract {n}, {c(-part)}")
+        r = fw.op(ty, f"fadd contract {step}, {r.ref}")
+    p = const(ty, _EXP_POLY[0])
+    for coefficient in _EXP_POLY[1:]:
+        p = fw.op(ty, f"fmul contract {p}, {r.ref}")
+        p = fw.op(ty, f"fadd contract {p}, {c(coefficient)}")
+    rr = fw.op(ty, f"fmul {r}, {r.ref}")
+    e = fw.op(ty, f"fmul contract {p}, {rr.ref}")
+    e = fw.op(ty, f"fadd contract {e}, {r.ref}")
+    e = fw.op(ty, f"fadd {e}, {c(1.0)}")
+    if cg.target.arch == "x86_64" and lanes * 32 == 512 == cg.target.vector_bits:
+        return cg.intrinsic("llvm.x86.avx512.mask.scalef.ps.512", [], ty,
+                            [e, n, Val(ty, "poison"), const("i16", -1), const("i32", 4)])
+    bits = fw.op(ity, f"bitcast {biased} to {ity}")
+    ni = fw.op(ity, f"sub {bits}, {const(ity, _ROUNDING_BIAS_BITS).ref}")
+    half = fw.op(ity, f"ashr {ni}, {const(ity, 1).ref}")
+    rest = fw.op(ity, f"sub {ni}, {half.ref}")
+    for part in (half, rest):
+        exponent = fw.op(ity, f"add {part}, {const(ity, 127).ref}")
+        factor_bits = fw.op(ity, f"shl {exponent}, {const(ity, 23).ref}")
+        factor = fw.op(ty, f"bitcast {factor_bits} to {ty}")
+        e = fw.op(ty, f"fmul {e}, {factor.ref}")
+    return e
+
+
 def emit_math(cg: Emitter, func: MathFunc, args: list[Val]) -> Val:
     """`func(*args)` on floats (scalar or vector); float16 is computed in float32."""
     ty = args[0].ty
@@ -145,6 +214,8 @@ def emit_math(cg: Emitter, func: MathFunc, args: list[Val]) -> Val:
         ext = [cg.fw.op(wide, f"fpext {a} to {wide}") for a in args]
         result = emit_math(cg, func, ext)
         return cg.fw.op(ty, f"fptrunc {result} to {ty}")
+    if func is MathFunc.EXP and element_of(ty) == "float" and lanes_of(ty) > 1:
+        return _inline_exp_f32(cg, args[0])
     vector = _vector_libm_call(cg, func, args)
     if vector is not None:
         return vector
