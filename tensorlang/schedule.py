@@ -647,11 +647,20 @@ class Schedule:
         source._record("cache_read", f"{scope!r} -> {cache.name}")
         return cache
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+    def cache_write(self, tensor: Tensor, scope: str,
+                    layout: Sequence[int] | None = None) -> Tensor:
         """Compute `tensor` into a new `scope` buffer, then copy it to the original.
 
         Call it before splitting the stage. The original stage keeps its data axes (now a plain
         copy) and the cache stage gets fresh axes, including the reduction axes.
+
+        Args:
+            tensor: the tensor to compute through the cache.
+            scope: the cache's storage scope ("local").
+            layout: the cache's dimensions as positions of the tensor's, outermost first
+                (default: the tensor's order). An NCHW output accumulated with its channels in
+                vector lanes keeps them innermost with (0, 2, 3, 1): each vector of
+                accumulators is then contiguous (registers), not strided.
         """
         if not isinstance(tensor, Tensor):
             raise TypeError(f"cache_write: expected a Tensor, got {type(tensor).__name__}")
@@ -665,6 +674,12 @@ class Schedule:
             raise ScheduleError(
                 f"cache_write: stage {stage.name} is already scheduled; call cache_write first"
             )
+        order = list(range(len(op.axis))) if layout is None else list(layout)
+        if sorted(order) != list(range(len(op.axis))) or any(
+                isinstance(k, bool) or not isinstance(k, int) for k in order):
+            raise ScheduleError(f"cache_write: layout {layout!r} of stage {stage.name} is not a "
+                                f"permutation of its {len(op.axis)} dimensions")
+        axes = [op.axis[k] for k in order]
         iv_map: dict[IterVar, IterVar] = {}
         var_map: dict[Var, Var] = {}
         for iv in (*op.axis, *op.reduce_axis):
@@ -673,14 +688,15 @@ class Schedule:
         rebind = _Rebind(var_map, iv_map)
         body = tuple(rebind.visit(b) for b in op.body)
         cache_op = ComputeOp(
-            f"{op.name}.{scope}", op.tag, op.attrs, tuple(iv_map[iv] for iv in op.axis), body
+            f"{op.name}.{scope}", op.tag, op.attrs, tuple(iv_map[iv] for iv in axes), body
         )
         cache = cache_op.outputs[0]
-        self._replace_op(stage, (cache[tuple(iv.var for iv in op.axis)],))
+        self._replace_op(stage, (cache[tuple(iv.var for iv in axes)],))
         cache_stage = Stage(cache_op, self)
         cache_stage.scope = scope
         self._insert_before(cache_stage, stage)
-        stage._record("cache_write", f"{scope!r} -> {cache.name}")
+        shown = "" if layout is None else f", layout={tuple(order)}"
+        stage._record("cache_write", f"{scope!r}{shown} -> {cache.name}")
         return cache
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:

@@ -175,6 +175,24 @@ def _maxpool_ref(x):
     return out
 
 
+def random_arrays(tensors, rng) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Random float32 inputs and zeroed outputs for a workload's static-shaped tensors."""
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors
+           if not isinstance(t.op, tl.ComputeOp)]
+    outs = [np.zeros([int(d) for d in t.shape], "float32") for t in tensors
+            if isinstance(t.op, tl.ComputeOp)]
+    return ins, outs
+
+
+def check_against_numpy(name: str, s, tensors, target: str, rng, tol: float = 2e-3) -> None:
+    """Build schedule `s` of workload `name`, run it on random inputs and compare its (last)
+    output with the workload's numpy reference."""
+    f = tl.build(s, tensors, target=target)
+    ins, outs = random_arrays(tensors, rng)
+    f(*ins, *outs)
+    np.testing.assert_allclose(outs[-1], REFERENCES[name](*ins), rtol=tol, atol=tol)
+
+
 REFERENCES = {
     "gemm": lambda a, b: a @ b,
     "gemm_relu": lambda a, b, c: np.maximum(a @ b + c, 0),

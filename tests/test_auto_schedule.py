@@ -175,10 +175,7 @@ def test_sampled_programs_match_numpy(name):
                 s, tensors, _ = task.auto.schedule(cfg, task.args)
         except InstantiationError:
             continue
-        f = tl.build(s, tensors, target=AVX2)
-        ins, outs = _arrays(tensors, rng)
-        f(*ins, *outs)
-        np.testing.assert_allclose(outs[-1], W.REFERENCES[name](*ins), rtol=2e-3, atol=2e-3)
+        W.check_against_numpy(name, s, tensors, AVX2, rng)
         built += 1
     assert built >= 2
 

@@ -72,6 +72,24 @@ def last_index_uses(op: ComputeOp, iv: IterVar) -> bool:
     return found
 
 
+def lane_dims(op: ComputeOp, iv: IterVar) -> dict[Tensor, int] | None:
+    """For each tensor that `op` reads with `iv`, the one dimension it indexes with `iv` alone
+    (a convolution's `W[k, c, ry, rx]`: 0 for `k`); None when some read indexes with `iv`
+    inside arithmetic (`P[c, y + ry, ...]` for `y`), in two dimensions, or a tensor at two."""
+    found: dict[Tensor, int] = {}
+    for r in reads(op):
+        dims = [k for k, i in enumerate(r.indices) if iv.var in free_vars(i)]
+        if not dims:
+            continue
+        if len(dims) != 1:
+            return None
+        index = r.indices[dims[0]]
+        if not (isinstance(index, (Var, IterVar)) and (index is iv.var or index is iv)) or \
+                found.setdefault(r.tensor, dims[0]) != dims[0]:
+            return None
+    return found
+
+
 def static_extent(iv: IterVar) -> int | None:
     """The extent of an axis when it is a constant, else None."""
     return const_value(iv.dom.extent)

@@ -11,12 +11,14 @@ is rejected with `cfg.raise_error` before anything is built.
 
 The rules (Ansor's, for CPUs): inline elementwise stages; multi-level tiling in the SSRSRS
 shape for stages with data reuse, with the accumulator in a `cache_write` stage or the
-elementwise consumer fused around the tile; rfactor of reductions whose inner reduction is
-contiguous (vector lanes) or whose outer parallelism is too small (threads), computed per row
-of their reader or per vector block of the expression that reads them; parallel outer
-loops, vectorized innermost spatial loops, `auto_unroll_max_step` pragmas; padded inputs
-inlined, computed at the consumer's tile or in full. Append a `SketchRule` to `SKETCH_RULES`
-(before creating a task) to add one; rules earlier in the list take precedence.
+elementwise consumer fused around the tile, its lanes along the innermost axis or, when that
+wastes lanes, along an outer axis of whole vectors (a convolution's output channels); rfactor
+of reductions whose inner reduction is contiguous (vector lanes) or whose outer parallelism is
+too small (threads), computed per row of their reader or per vector block of the expression
+that reads them; parallel outer loops, vectorized innermost spatial loops,
+`auto_unroll_max_step` pragmas; padded inputs inlined, computed at the consumer's tile or in
+full. Append a `SketchRule` to `SKETCH_RULES` (before creating a task) to add one; rules
+earlier in the list take precedence.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import tensorlang as tl
 from tensorlang.expr import IterVar, Var
 from tensorlang.schedule import LoopAnnotation, Schedule, Stage
-from tensorlang.tensor import ComputeOp, Tensor
+from tensorlang.tensor import ComputeOp, PlaceholderOp, Tensor
 from tensorlang.visitor import free_vars
 
 from . import dag
@@ -337,9 +339,21 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
     unrolled and vectorized."""
     tr = state.tracer
     name = state.name(stage)
-    _contiguous_layouts(state, stage)
+    ndim = len(stage.op.axis)
+    lane, lane_choices = _lane_axis(state, stage)
+    _contiguous_layouts(state, stage, lane)
     consumer = _fusable_consumer(state, stage)
-    if consumer is not None:
+    inner = _vector_axis(stage.op)
+    # Accumulators vectorized along an outer axis live in a cache with that axis innermost.
+    layout = None if lane is None or stage.op.axis[lane] is inner else \
+        [k for k in range(ndim) if k != lane] + [lane]
+    if layout is not None:
+        compute = tr.cache_write(stage, "local", layout)
+        owner = stage
+        if consumer is not None:  # its copy back is read at the consumer's own point
+            tr.compute_inline(stage)
+            owner = consumer
+    elif consumer is not None:
         owner, compute = consumer, stage
     else:
         compute = tr.cache_write(stage, "local")
@@ -347,8 +361,10 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
     op = compute.op
     dtype = op.output(0).dtype
     lanes = state.lanes(dtype)
-    vec_axis = _vector_axis(op)
-    spatial = list(op.axis)
+    order = layout or list(range(ndim))
+    # The accumulating stage's axes in the output's order (the knobs are named by it).
+    spatial = [op.axis[order.index(k)] for k in range(ndim)]
+    vec_axis = None if lane is None else spatial[lane]
     reduce_axes = list(op.reduce_axis)
 
     # The knobs: four spatial levels per axis, two reduction levels, unroll, parallel.
@@ -361,10 +377,21 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         if extent == 1:
             sizes.append([1, 1, 1, 1])
             continue
-        choices = _inner_choices(extent, vector, lanes)
-        fallback = _fallback_tile(extent, vector, lanes, choices, iv is rows_axis)
-        sizes.append(state.split_knob(f"{name}.tile{k}", extent,
-                                      _space_candidates(extent, choices), fallback))
+        # An axis that may carry the lanes or not has a knob per role (a knob's candidates
+        # cannot depend on another knob's value): `tile<k>` for its default role and
+        # `tile<k>.lanes` / `.rows` for the other, which idles while the default holds.
+        roles = [vector]
+        if len(lane_choices) > 1 and k in lane_choices:
+            roles = [k == lane_choices[0], k != lane_choices[0]]
+        for role in roles:
+            knob = f"{name}.tile{k}" if role is roles[0] else \
+                f"{name}.tile{k}.{'lanes' if role else 'rows'}"
+            choices = _inner_choices(extent, role, lanes)
+            fallback = _fallback_tile(extent, role, lanes, choices,
+                                      iv is rows_axis if role is vector else not role)
+            size = state.split_knob(knob, extent, _space_candidates(extent, choices), fallback)
+            if role is vector:
+                sizes.append(size)
     r_sizes = []
     for k, iv in enumerate(reduce_axes):
         extent = _extent(iv)
@@ -407,7 +434,7 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
     tr.reorder(owner, *trivial, *busy, *middle, *tiles)
     parallel = bool(busy) and parallel
     fused = _fuse_parallel(state, owner, busy[:2], parallel)
-    if tiles and vec_axis is not None and vec_axis is spatial[-1]:
+    if tiles and _vector_axis(owner.op) is o_axes[-1]:
         tr.annotate(owner, tiles[-1], "vectorize")
     attach = middle[-1] if middle else fused
     if attach is None:
@@ -430,6 +457,7 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         r0, r1 = tr.split(compute, iv, factor=sz[1])
         r_outer.append(r0)
         r_inner.append(r1)
+    blocks_inner.sort(key=lambda block: block[0] is vec_axis)  # the lanes innermost
     tr.reorder(compute, *r_outer, *blocks_outer, *r_inner, *(a3 for _, a3, _ in blocks_inner))
     for iv, a3, size in blocks_inner:
         if iv is vec_axis:
@@ -440,25 +468,62 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         tr.pragma(compute, compute.leaf_iter_vars[0], "auto_unroll_max_step", unroll)
 
 
-def _contiguous_layouts(state: SketchState, stage: Stage) -> None:
-    """Inputs that the vectorized (innermost spatial) axis indexes in an outer dimension while
-    a reduction axis runs along their last one (attention's `K[b, h, j, d]`) would be read by
-    gathers: a knob may have the stage read a transposed copy instead."""
+def _lane_axis(state: SketchState, stage: Stage) -> tuple[int | None, list[int]]:
+    """The position of the spatial axis whose register block runs in vector lanes, and the
+    positions it could take: the innermost axis (contiguous in the output), or, when its
+    extent wastes lanes (56 columns are 3.5 AVX-512 vectors), a knob may pick an axis of whole
+    vectors that every input misses or indexes alone in one dimension (a convolution's output
+    channels, `W[k, c, ry, rx]`, then read through a copy with `k` innermost). None for a
+    stage without one."""
     op = stage.op
-    vec_axis = _vector_axis(op)
-    if vec_axis is None:
+    inner = _vector_axis(op)
+    if inner is None:
+        return None, []
+    default = list(op.axis).index(inner)
+    lanes = state.lanes(op.output(0).dtype)
+    extent = dag.static_extent(inner)
+    if extent is None or extent % lanes == 0:
+        return default, [default]
+    choices = [default]
+    for k, iv in enumerate(op.axis):
+        size = dag.static_extent(iv)
+        dims = dag.lane_dims(op, iv) if iv is not inner and size and size % lanes == 0 \
+            else None
+        if dims is not None and all(d == t.ndim - 1 or isinstance(t.op, PlaceholderOp)
+                                    for t, d in dims.items()):
+            choices.append(k)
+    if len(choices) == 1:
+        return default, choices
+    return state.knob(f"{state.name(stage)}.lanes", choices, fallback=default), choices
+
+
+def _contiguous_layouts(state: SketchState, stage: Stage, lane: int | None) -> None:
+    """Inputs read across the vector lanes in an outer dimension would be read by gathers.
+    Along the innermost axis, a knob may have the stage read a transposed copy of an input
+    whose last dimension a reduction runs along (attention's `K[b, h, j, d]`); along another
+    axis (`_lane_axis`), every such input is read through a copy with that dimension
+    innermost."""
+    op = stage.op
+    inner = _vector_axis(op)
+    if inner is None:
         return
+    copies = []
     for tensor in list(op.input_tensors):
         dims = {k for r in dag.reads(op) if r.tensor == tensor
-                for k, i in enumerate(r.indices) if vec_axis.var in free_vars(i)}
+                for k, i in enumerate(r.indices) if inner.var in free_vars(i)}
         last_reduced = any(r.tensor == tensor and r.indices and any(
             iv.var in free_vars(r.indices[-1]) for iv in op.reduce_axis) for r in dag.reads(op))
         if len(dims) != 1 or not last_reduced or max(dims) == tensor.ndim - 1:
             continue
         name = f"{state.name(stage)}.transpose.{tensor.name}"
-        if state.knob(name, [True, False], fallback=True):
-            copy = state.tracer.transpose_read(stage, tensor, dims.pop())
-            _vector_rows(state, copy, parallel=True)
+        if state.knob(name, [True, False], fallback=True) and op.axis[lane] is inner:
+            copies.append((tensor, dims.pop()))
+    if lane is not None and op.axis[lane] is not inner:
+        lane_dims = dag.lane_dims(op, op.axis[lane]) or {}
+        copies = [(t, d) for t, d in lane_dims.items() if d != t.ndim - 1]
+    for tensor, dim in copies:
+        copy = state.tracer.transpose_read(stage, tensor, dim)
+        _vector_rows(state, copy, parallel=True)
 
 
 def _fallback_tile(extent: int, vector: bool, lanes: int, choices: Sequence[int],

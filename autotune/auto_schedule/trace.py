@@ -160,10 +160,16 @@ class Tracer:
         self._record("compute_root", stage, (), "")
         stage.compute_root()
 
-    def cache_write(self, stage: Stage, scope: str = "local") -> Stage:
-        """`s.cache_write` of the stage's tensor; returns the new (computing) stage."""
-        self._record("cache_write", stage, (scope,), repr(scope))
-        cache = self.schedule.cache_write(stage.op.output(0), scope)
+    def cache_write(self, stage: Stage, scope: str = "local",
+                    layout: Sequence[int] | None = None) -> Stage:
+        """`s.cache_write` of the stage's tensor (in `layout`, when given); returns the new
+        (computing) stage."""
+        if layout is None:
+            self._record("cache_write", stage, (scope,), repr(scope))
+        else:
+            layout = tuple(int(k) for k in layout)
+            self._record("cache_write", stage, (scope, layout), f"{scope!r}, layout={layout}")
+        cache = self.schedule.cache_write(stage.op.output(0), scope, layout)
         return self.schedule[cache]
 
     def transpose_read(self, stage: Stage, tensor: Tensor, dim: int) -> Stage:
@@ -254,7 +260,7 @@ def replay(trace: Trace, schedule: Schedule) -> Schedule:
             elif p in ("compute_inline", "compute_root"):
                 getattr(tracer, p)(stage)
             elif p == "cache_write":
-                tracer.cache_write(stage, args[0])
+                tracer.cache_write(stage, *args)
             elif p == "transpose_read":
                 tracer.transpose_read(stage, stage.op.input_tensors[args[0]], args[1])
             elif p == "rfactor":

@@ -339,11 +339,10 @@ class CodeGen:
     def _float_min_max(self, op: BinaryOp, a: Val, b: Val) -> Val:
         """max / min of floats with NaN propagating, as numpy's maximum / minimum: `b` when it
         is NaN or beyond `a`, else `a` (which of two equal zeros is unspecified, as in numpy).
-        Written as a compare and select with `b` first, which x86 codegen turns into one
-        maxps / minps (which return their second operand on unordered or equal inputs) plus a
-        NaN blend of `b` alone: a running max(acc, x) keeps the accumulator's dependency chain
-        at two instructions, where `llvm.maximum` (which also orders -0 below +0) costs six
-        with AVX-512 and made a softmax's row max as slow as its exponentials."""
+        A compare and select: with AVX-512 a running max(acc, x) costs the accumulator's chain
+        a compare and a masked move (the NaN test of x is off it), where `llvm.maximum` (which
+        also orders -0 below +0) costs six dependent instructions and made a softmax's row max
+        as slow as its exponentials."""
         fw = self.fw
         bool_ty = vector_of("i1", lanes_of(a.ty))
         beyond = fw.op(bool_ty, f"fcmp {'ogt' if op is BinaryOp.MAX else 'olt'} {b}, {a.ref}")
