@@ -20,12 +20,20 @@ fallback conv >= 0.7x PyTorch, tuned conv >= 1.0x PyTorch.
     python benchmarks/bench_targets.py --targets haswell --only conv --trials 50
     python benchmarks/bench_targets.py --targets haswell --only matmul,dense
     python benchmarks/bench_targets.py --mix            # inner-loop instruction mix per target
+    python benchmarks/bench_targets.py --stack          # inner loops touching the stack
+    python benchmarks/bench_targets.py --stack --only dense,conv2d_nchw --targets neon,sve
 
 `--mix` compiles the fallback kernels (no timing) for x86 (AVX2, this host) and for aarch64 NEON,
 SVE (neoverse-v1) and riscv64 RVV, and reads from the assembly of each kernel's hottest inner
 loop its vector FMAs, the bytes it loads, FMAs per loaded byte (the reuse of the register block)
 and its stack references (spills), with the kernel's stack references in all (tensorlang/
 codegen/loop_mix.py). Speed on those devices is measured there (docs/targets.md).
+
+`--stack` compiles, for the same targets, topi's GEMMs (dense, matmul, batch_matmul), conv2d
+(NCHW and NHWC, 1x1 and 3x3, strided), depthwise and the auto-scheduler's GEMM sketch at dividing
+and awkward sizes (primes, 1: topi/testing/register_blocks.py) and lists every innermost loop
+that reads or writes the stack: spilled registers, or a register block left in a stack buffer.
+It exits with status 1 when it finds one.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ import autotune
 import tensorlang as tl
 from bench_ops import Workload, _conv, _dense, _depthwise, _matmul, _ours
 from tensorlang.benchmark import compare
-from tensorlang.codegen.loop_mix import inner_loop_mix, spills
+from tensorlang.codegen.loop_mix import inner_loop_mix, inner_loops, spills
+from topi.testing.register_blocks import blocked_kernels
 
 TARGETS = {"haswell": "llvm -mcpu=haswell", "host": "llvm"}
 #: Environment of each target's process: which reference kernels are comparable.
@@ -179,6 +188,34 @@ def mix_table(only: str) -> None:
                   f"{spills(asm, target):>13}", flush=True)
 
 
+def stack_table(only: str, targets: str) -> int:
+    """Print each register-blocked kernel's innermost loops that touch the stack, per target;
+    returns how many kernels have one."""
+    names = targets.split(",") if targets else list(MIX_TARGETS)
+    unknown = [n for n in names if n not in MIX_TARGETS]
+    if unknown:
+        raise SystemExit(f"unknown targets {unknown}: use {', '.join(MIX_TARGETS)}")
+    print(f"{'target':<8} | {'kernel':<26} | {'loops':>5} | {'FMA loops':>9} | "
+          "loops touching the stack: FMAs, stack references, instructions")
+    found = 0
+    for name in names:
+        target = tl.Target(MIX_TARGETS[name])
+        for kernel in blocked_kernels(only):
+            with warnings.catch_warnings(), target:
+                warnings.simplefilter("ignore")
+                s, tensors = kernel.build()
+                asm = tl.build(s, tensors, name="kernel").get_source("asm")
+            loops = inner_loops(asm, target)
+            touching = [f"({m.fmas}, {m.stack_refs}, {m.instructions})"
+                        for m in loops if m.stack_refs]
+            found += bool(touching)
+            print(f"{name:<8} | {kernel.label:<26} | {len(loops):>5} | "
+                  f"{sum(m.fmas > 0 for m in loops):>9} | {' '.join(touching) or '-'}",
+                  flush=True)
+    print(f"{found} kernels with an inner loop touching the stack")
+    return found
+
+
 def _child_env(name: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_UNSET[name]}
     env.update(ENV_SET[name])
@@ -194,12 +231,19 @@ def main() -> None:
     parser.add_argument("--log-dir", default=None, help="where tuning logs go (resumed)")
     parser.add_argument("--mix", action="store_true",
                         help="print the inner-loop instruction mix per target (no timing)")
+    parser.add_argument("--stack", action="store_true",
+                        help="list the register-blocked kernels' inner loops that touch the stack "
+                             "(--only: kernel families, --targets: of " + ", ".join(MIX_TARGETS)
+                             + ")")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mix:
         mix_table(args.only)
         return
+    if args.stack:
+        targets = "" if args.targets == parser.get_default("targets") else args.targets
+        raise SystemExit(1 if stack_table(args.only, targets) else 0)
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="bench_targets_"))
     log_dir.mkdir(parents=True, exist_ok=True)
     if args.child:

@@ -3,9 +3,15 @@ aarch64 (NEON, SVE) and riscv64 (RVV).
 
 What register blocking buys shows in the inner loop before any device runs it: how many vector
 FMAs each loaded byte feeds (a 6 x 4 block of 128-bit accumulators fed by 4 vector loads and 6
-broadcasts), and whether accumulators were spilled to the stack. `inner_loop_mix(asm, target)`
-finds the innermost loops (a label and the last branch back to it, with no loop inside), takes
-the one with the most vector FMAs and counts its instructions.
+broadcasts), and whether accumulators were spilled to the stack or kept there (a register
+block left in a stack buffer). `inner_loops(asm, target)` finds the innermost loops (a label and
+the last branch back to it, with no loop inside) and counts each one's instructions;
+`inner_loop_mix` takes the one with the most vector FMAs.
+
+A stack reference is an address based on the stack pointer, on the frame pointer in a function
+that sets one up (`%rbp`, `x29`, `s0`; elsewhere that register is one more general register and
+the addresses based on it are data), or on a register that holds only stack addresses (set from
+the stack pointer and only stepped by constants: a pointer into a stack buffer).
 """
 
 from __future__ import annotations
@@ -22,10 +28,18 @@ _FMA = {
     "riscv64": re.compile(r"^vf(n?macc|n?madd|n?msac|n?msub)\.v[vf]"),
 }
 _STACK = {
-    "x86_64": re.compile(r"\((%rsp|%rbp)\)|\b(%rsp|%rbp)\)"),
+    "x86_64": re.compile(r"\(%rsp[,)]"),
     "aarch64": re.compile(r"\[sp\b"),
-    "riscv64": re.compile(r"\(sp\)|\(s0\)"),
+    "riscv64": re.compile(r"\(sp\)"),
 }
+#: per architecture: an address based on the frame pointer, and the instruction setting it up
+_FRAME = {
+    "x86_64": (re.compile(r"\(%rbp[,)]"), re.compile(r"^movq?\s+%rsp,\s*%rbp$")),
+    "aarch64": (re.compile(r"\[x29\b"), re.compile(r"^(mov\s+x29,\s*sp|add\s+x29,\s*sp\b)")),
+    "riscv64": (re.compile(r"\((s0|fp)\)"), re.compile(r"^addi\s+(s0|fp),\s*sp\b")),
+}
+#: the line comment of each architecture's assembly (`#` starts an immediate on aarch64)
+_COMMENT = {"x86_64": "#", "aarch64": "//", "riscv64": "#"}
 _LABEL = re.compile(r"^([.\w$]+):")
 _BRANCH = {
     "x86_64": re.compile(r"^j\w+\s+([.\w$]+)"),
@@ -43,6 +57,8 @@ class LoopMix:
     loaded_bytes: int
     loads: int
     stack_refs: int
+    label: str = ""
+    function: str = ""
 
     @property
     def fmas_per_byte(self) -> float:
@@ -76,19 +92,68 @@ def _load_bytes(arch: str, op: str, operands: str, vector_bytes: int) -> int:
     return {"z": 64, "y": 32, "x": 16}.get(parts[-1].lstrip("%")[:1], 8)
 
 
-def _instructions(asm: str) -> list[str]:
+def _instructions(asm: str, arch: str) -> list[str]:
     lines = []
     for raw in asm.splitlines():
-        line = raw.split("//")[0].split("#")[0].strip() if not raw.lstrip().startswith("#") \
-            else ""
+        line = raw.split(_COMMENT[arch])[0].strip()
         if line and (not line.startswith(".") or _LABEL.match(line)):
             lines.append(line)
     return lines
 
 
-def inner_loop_mix(asm: str, target: Target) -> LoopMix | None:
-    """The mix of the innermost loop with the most vector FMAs in `asm` (None without loops)."""
-    arch, lines = target.arch, _instructions(asm)
+def _function_starts(lines: list[str]) -> list[tuple[int, str]]:
+    """(line, name) of each function's entry label: labels other than local ones (`.L...`)."""
+    return [(i, m.group(1)) for i, line in enumerate(lines)
+            if (m := _LABEL.match(line)) and not m.group(1).startswith(".L")]
+
+
+#: per architecture: an instruction that sets a register (group 1) from the stack pointer,
+#: one that steps a register by a constant, and an address based on a register (`{reg}`)
+_FROM_STACK = {
+    "x86_64": (re.compile(r"^(?:leaq\s+-?\d*\(%rsp\)|movq\s+%rsp),\s*(%\w+)$"),
+               re.compile(r"^(?:addq|subq)\s+\$-?\d+,\s*(%\w+)$"), r"\({reg}[,)]"),
+    "aarch64": (re.compile(r"^(?:add|sub)\s+(x\d+),\s*sp\b|^mov\s+(x\d+),\s*sp$"),
+                re.compile(r"^(?:add|sub)\s+(x\d+),\s*\1,\s*#\d+$"), r"\[{reg}\b"),
+    "riscv64": (re.compile(r"^(?:addi\s+(\w+),\s*sp,|mv\s+(\w+),\s*sp$)"),
+                re.compile(r"^addi\s+(\w+),\s*\1,\s*-?\d+$"), r"\({reg}\)"),
+}
+
+
+def _written(line: str, arch: str) -> str | None:
+    """The register an instruction writes (its destination operand), roughly: the last operand
+    on x86 (AT&T), the first elsewhere unless the instruction stores."""
+    op, _, operands = line.replace("\t", " ").partition(" ")
+    parts = [p.strip() for p in re.split(r",(?![^(\[]*[)\]])", operands) if p.strip()]
+    if not parts:
+        return None
+    if arch == "x86_64":
+        return parts[-1] if parts[-1].startswith("%") else None
+    if re.match(r"^(st|sw|sd|sh|sb|fs[wd]|vs)", op):
+        return None
+    return parts[0]
+
+
+def _stack_pattern(lines: list[str], arch: str, begin: int, end: int) -> re.Pattern:
+    """The stack references of the function spanning lines[begin:end]."""
+    frame_ref, frame_setup = _FRAME[arch]
+    set_from_stack, stepped, based_on = _FROM_STACK[arch]
+    body = [line.replace("\t", " ") for line in lines[begin:end]]
+    patterns = [_STACK[arch].pattern]
+    if any(frame_setup.match(line) for line in body):
+        patterns.append(frame_ref.pattern)
+    derived = {next(g for g in m.groups() if g) for line in body
+               if (m := set_from_stack.match(line))}
+    for line in body:  # a register also written otherwise may hold any address
+        reg = _written(line, arch)
+        if reg in derived and not set_from_stack.match(line) and not stepped.match(line):
+            derived.discard(reg)
+    patterns += [based_on.format(reg=re.escape(reg)) for reg in sorted(derived)]
+    return re.compile("|".join(patterns))
+
+
+def inner_loops(asm: str, target: Target) -> list[LoopMix]:
+    """The mix of every innermost loop in `asm`, in the order of the assembly."""
+    arch, lines = target.arch, _instructions(asm, target.arch)
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
     loops = []
     for end, line in enumerate(lines):
@@ -97,16 +162,30 @@ def inner_loop_mix(asm: str, target: Target) -> LoopMix | None:
             loops.append((labels[m.group(1)], end))
     innermost = [(a, b) for a, b in loops
                  if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
-    best = None
+    starts = _function_starts(lines) + [(len(lines), "")]
+    found = []
     for start, end in innermost:
-        mix = _count(lines[start + 1:end + 1], arch, target.vector_bits // 8)
+        k = max((k for k, (at, _) in enumerate(starts[:-1]) if at <= start), default=None)
+        begin, name = starts[k] if k is not None else (0, "")
+        stop = starts[k + 1][0] if k is not None else len(lines)
+        stack = _stack_pattern(lines, arch, begin, stop)
+        mix = _count(lines[start + 1:end + 1], arch, target.vector_bits // 8, stack)
+        found.append(LoopMix(mix.instructions, mix.fmas, mix.loaded_bytes, mix.loads,
+                             mix.stack_refs, lines[start].rstrip(":"), name))
+    return found
+
+
+def inner_loop_mix(asm: str, target: Target) -> LoopMix | None:
+    """The mix of the innermost loop with the most vector FMAs in `asm` (None without loops)."""
+    best = None
+    for mix in inner_loops(asm, target):
         if best is None or mix.fmas > best.fmas:
             best = mix
     return best
 
 
-def _count(body: list[str], arch: str, vector_bytes: int) -> LoopMix:
-    fmas = loads = loaded = stack = instructions = 0
+def _count(body: list[str], arch: str, vector_bytes: int, stack: re.Pattern) -> LoopMix:
+    fmas = loads = loaded = stack_refs = instructions = 0
     for line in body:
         if _LABEL.match(line):
             continue
@@ -117,11 +196,21 @@ def _count(body: list[str], arch: str, vector_bytes: int) -> LoopMix:
         nbytes = _load_bytes(arch, op, operands, vector_bytes)
         loads += nbytes > 0
         loaded += nbytes
-        stack += bool(_STACK[arch].search(operands))
-    return LoopMix(instructions, fmas, loaded, loads, stack)
+        stack_refs += bool(stack.search(operands))
+    return LoopMix(instructions, fmas, loaded, loads, stack_refs)
 
 
 def spills(asm: str, target: Target) -> int:
     """Stack references in the whole kernel: register spills and reloads (and frame setup)."""
-    return sum(bool(_STACK[target.arch].search(line.replace("\t", " ").partition(" ")[2]))
-               for line in _instructions(asm))
+    arch, lines = target.arch, _instructions(asm, target.arch)
+    starts = [at for at, _ in _function_starts(lines)] or [0]
+    bounds = list(zip([0, *starts[1:]], [*starts[1:], len(lines)]))
+    return sum(bool(_stack_pattern(lines, arch, begin, end).search(
+        line.replace("\t", " ").partition(" ")[2]))
+        for begin, end in bounds for line in lines[begin:end])
+
+
+def stack_loops(asm: str, target: Target) -> list[LoopMix]:
+    """The innermost loops of `asm` that read or write the stack: spilled registers, or a
+    buffer (a register block) that stayed in memory."""
+    return [mix for mix in inner_loops(asm, target) if mix.stack_refs]
