@@ -334,24 +334,37 @@ class Simplifier(Mutator):
         cond = self.visit(cond)
         return bool(cond.value) if _is_const(cond) else None
 
-    def implied_range(self, cond: Expr, var: Var) -> Interval:
+    def implied_range(self, cond: Expr, var: Var, inner: Ranges | None = None) -> Interval:
         """The values of the integer `var` that `cond` allows by its conjuncts that bound `var`
-        alone (`c * var + k` against a constant); (-INF, INF) where none does. The guard of
-        a partial tile, `x + 66 < 73`, allows x in [-INF, 6]."""
+        alone (`c * var + k` against a constant) or with variables of `inner` (the loops inside
+        the guard's loop: values of `var` for which some inner values pass); (-INF, INF) where
+        none does. The guard of a partial tile, `x + 66 < 73`, allows x in [-INF, 6], and the
+        write-back of a one-column tail, `x * 4 + lane + 96 < 97` with lane in [0, 3], x in
+        [-INF, 0]."""
         lo, hi = -INF, INF
+        inner = inner or {}
         for term in conjuncts(cond):
             if not (isinstance(term, Compare) and term.a.dtype.is_integer
                     and term.a.dtype.lanes == 1):
                 continue
             diff = self._linear(Binary(BinaryOp.SUB, term.a, term.b, term.a.dtype))
-            atoms = diff.nonzero()
-            if len(atoms) != 1 or atoms[0][0] is not var:
+            coef = sum(c for atom, c in diff.nonzero() if atom is var)
+            others = [(atom, c) for atom, c in diff.nonzero() if atom is not var]
+            if not coef or any(atom not in inner for atom, _ in others):
                 continue
-            coef, k = atoms[0][1], diff.constant
+            rest = [sorted((c * inner[atom][0], c * inner[atom][1])) for atom, c in others]
+            if term.op in (CompareOp.LT, CompareOp.LE):  # some inner values: the smallest rest
+                k = diff.constant + sum(r[0] for r in rest)
+            elif term.op in (CompareOp.GT, CompareOp.GE):
+                k = diff.constant + sum(r[1] for r in rest)
+            elif term.op is CompareOp.EQ and not rest:
+                k = diff.constant
+            else:
+                continue
             # coef * var + k  op  0, as coef * var in [low, high]
             low, high = {CompareOp.LT: (-INF, -k - 1), CompareOp.LE: (-INF, -k),
                          CompareOp.GT: (1 - k, INF), CompareOp.GE: (-k, INF),
-                         CompareOp.EQ: (-k, -k)}.get(term.op, (-INF, INF))
+                         CompareOp.EQ: (-k, -k)}[term.op]
             if coef < 0:
                 coef, low, high = -coef, -high, -low
             if low != -INF:
@@ -475,6 +488,12 @@ class Simplifier(Mutator):
     def _div_mod(self, op: BinaryOp, a: Expr, d: int, t: DType) -> Expr:
         if d == 1:
             return a if op is BinaryOp.FLOORDIV else Const(0, t)
+        lo, hi = self.bounds(a)
+        if -INF < lo and hi < INF and lo // d == hi // d:  # one quotient in the whole range
+            q = int(lo // d)
+            if op is BinaryOp.FLOORDIV:
+                return Const(q, t)
+            return self.visit(Binary(BinaryOp.SUB, a, Const(q * d, t), t)) if q else a
         lin = self._linear(a)
         divisible, rest = _Linear(t, self._key), _Linear(t, self._key)
         for key, coef in lin.terms.items():

@@ -34,6 +34,9 @@ RANGES = {io: (0, 10), ii: (0, 3)}
         ((n * 4) // 16 * 16 + (n * 4) % 16, "n * 4"),
         ((n + 1) // 8 * 24 + (n + 1) % 8 * 3 + io, "n * 3 + io + 3"),
         (n // 16 * 8 + n % 16, "n // 16 * 8 + n % 16"),
+        ((ii + 48) // 8, "6"),  # one quotient in the whole range
+        ((ii + 50) % 8, "ii + 2"),
+        ((io + 48) // 8, "io // 8 + 6"),  # two quotients: 6 and 7
     ],
 )
 def test_simplify_rules(expr, expected):
@@ -57,6 +60,21 @@ def test_simplify_rules(expr, expected):
 )
 def test_implied_range_of_a_variable(cond, expected):
     assert Simplifier().implied_range(cond, io) == expected
+
+
+@pytest.mark.parametrize(
+    "cond,expected",
+    [
+        (io * 4 + ii + 96 < 97, (-INF, 0)),  # a one-column tail's write-back: ii = 0 passes
+        (io * 4 + ii * 2 > 12, (2, INF)),  # ii = 3 passes from io = 2 on
+        (io * 4 - ii < 9, (-INF, 2)),  # a negative coefficient: the smallest rest is -3
+        (io + n < 5, (-INF, INF)),  # n is no inner loop: no bound
+        (io + ii == 5, (-INF, INF)),  # equality over a range of ii bounds nothing
+    ],
+)
+def test_implied_range_for_some_inner_values(cond, expected):
+    """Where some values of the inner loops' variables (`ii` in [0, 3]) let the guard hold."""
+    assert Simplifier().implied_range(cond, io, {ii: (0, 3)}) == expected
 
 
 def test_conditions_decided_by_ranges():

@@ -598,7 +598,10 @@ class CodeGen:
         if registers is not None:  # an element carried in a register (promote.py)
             offset, lanes = slot_of(s.index)
             registers[offset] = self.splat(self.expr(s.value), lanes)
-            self.vector_stores += lanes > 1
+            # A register block's accumulator, a vector or one of several scalars: a loop around
+            # a block of scalars (a GEMM's one-column edge) is no loop for LLVM's vectorizer to
+            # gather across (it spilled), nor to unroll.
+            self.vector_stores += lanes > 1 or len(registers) > 1
             return
         ptr = self._buffer_ptr(s.buffer)
         t = s.buffer.dtype

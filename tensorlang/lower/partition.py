@@ -4,12 +4,23 @@ A guard `if i.outer * 8 + i.inner < n` (marked likely by the loop-nest builder) 
 iteration of `i.outer` below some bound. This pass splits such a loop in two: a main loop where
 the guard is known to hold and is removed, and a short tail loop that keeps it. The main body is
 then branch-free, which is what vectorization and the CPU's pipeline want.
+
+A loop that fuses block loops (`f = j.outer * 8 + i.outer`, the parallel loop of a GEMM with few
+column blocks) sees their guards through its digits `f // 8` and `f % 8`. A bound on `f % 8`
+holds on a periodic set of iterations, so the body is unswitched instead: `if f % 8 < 7` runs
+the copy with the guard removed, the other branch the copy of the last block (where `f % 8` is
+7). A bound on `f // 8` is a bound on `f`, which splits a serial loop the same way as above; a
+parallel loop is unswitched on it too, so that the schedule's one parallel loop stays one (its
+threads start once). Left in the body, such a guard masks a register block's every access, and
+the block stays in memory.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..arith import INF, Simplifier, conjuncts, simplify, structural_key, symbolic_bounds
-from ..expr import Binary, BinaryOp, Compare, CompareOp, Const, Expr, Var, binary, const
+from ..expr import Binary, BinaryOp, Compare, CompareOp, Const, Expr, Var, binary, compare, const
 from ..ir import For, ForKind, IfThenElse, PrimFunc, Stmt, seq
 from ..visitor import Mutator, Visitor, substitute, uses_var
 
@@ -60,7 +71,8 @@ def _decided_further_in(neg: Expr, inner: _InnerLoops) -> bool:
     computation)."""
     mentioned = [v for v in inner.relax if uses_var(neg, {v})]
     return bool(mentioned) and all(
-        v in inner.serial and _linear_split(neg, v, inner.relax) is not None for v in mentioned
+        v in inner.serial and _linear_split(neg, v, inner.relax, fused=False) is not None
+        for v in mentioned
     )
 
 
@@ -85,26 +97,86 @@ class _ReplaceAtoms(Mutator):
         return const(self.value) if id(node) in self.known else node
 
 
+@dataclass(frozen=True)
+class _Digit:
+    """The term `(v // step) % modulus` (no modulus: `v // step`) of a loop variable v that fuses
+    block loops: the index of one of them (step 1: the innermost, no modulus: the outermost)."""
+
+    step: int
+    modulus: int | None
+
+    def of(self, v: Expr) -> Expr:
+        digit = _div(v, self.step)
+        return digit if self.modulus is None else binary(BinaryOp.FLOORMOD, digit, self.modulus)
+
+    def rewritten(self, v: Var, digit: Expr) -> Expr:
+        """v with this digit replaced by `digit`, its other digits kept."""
+        out = binary(BinaryOp.MUL, digit, self.step)
+        if self.modulus is not None:
+            period = self.step * self.modulus
+            out = binary(BinaryOp.ADD, binary(BinaryOp.MUL, _div(v, period), period), out)
+        if self.step > 1:
+            out = binary(BinaryOp.ADD, out, binary(BinaryOp.FLOORMOD, v, self.step))
+        return simplify(out)
+
+
+def _div(v: Expr, d: int) -> Expr:
+    return v if d == 1 else binary(BinaryOp.FLOORDIV, v, d)
+
+
+def _positive_const(e: Expr) -> int | None:
+    return int(e.value) if isinstance(e, Const) and int(e.value) > 0 else None
+
+
+def _digit_of(atom: Expr, v: Var) -> _Digit | None:
+    """What `atom` is of v: a digit (v itself is the digit of step 1 without modulus)."""
+    if atom is v:
+        return _Digit(1, None)
+    if not isinstance(atom, Binary) or _positive_const(atom.b) is None:
+        return None
+    d = int(atom.b.value)
+    if atom.op is BinaryOp.FLOORDIV and atom.a is v:
+        return _Digit(d, None)
+    if atom.op is BinaryOp.FLOORMOD:
+        inner = _digit_of(atom.a, v)
+        if inner is not None and inner.modulus is None:
+            return _Digit(inner.step, d)
+    return None
+
+
+def _split_term(lin, v: Var) -> tuple[Expr, int, _Digit] | None:
+    """(atom, coefficient, digit) of the one term of `lin` that uses `v`; None if `v` appears
+    otherwise or in two terms."""
+    found = None
+    for atom, c in lin.nonzero():
+        if not uses_var(atom, {v}):
+            continue
+        digit = _digit_of(atom, v)
+        if digit is None or found is not None:
+            return None
+        found = (atom, c, digit)
+    return found
+
+
 def _linear_split(
-    neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]]
-) -> tuple[str, Expr, bool] | None:
-    """For `neg < 0` with neg = c*v + rest: ('below', p, exact) if it holds for v < p, ('from',
-    p, exact) if for v >= p, whatever the inner loop variables are; `exact` when rest involves no
-    inner loop variable, so that the comparison is false on the other side of p. None if `neg`
-    is not of that form."""
+    neg: Expr, v: Var, relax: dict[Var, tuple[Expr, Expr]], fused: bool = True
+) -> tuple[str, Expr, bool, _Digit] | None:
+    """For `neg < 0` with neg = c*t + rest, t a digit of v (v itself, v // d or (v // a) % m):
+    ('below', p, exact, digit) if it holds for t < p, ('from', p, exact, digit) if for t >= p,
+    whatever the inner loop variables are; `exact` when rest involves no inner loop variable,
+    so that the comparison is false on the other side of p. None if `neg` is not of that form,
+    or if t is not v itself and not `fused`."""
     s = Simplifier()
     lin = s._linear(simplify(neg))
-    coef = 0
-    for atom, c in lin.nonzero():
-        if atom is v:
-            coef = c
-        elif uses_var(atom, {v}):
-            return None
-    if coef == 0:
+    term = _split_term(lin, v)
+    if term is None:
+        return None
+    atom, coef, digit = term
+    if not fused and atom is not v:
         return None
     rest = lin.scaled(1)
-    for key, atom in lin.atoms.items():
-        if atom is v:
+    for key, a in lin.atoms.items():
+        if a is atom:
             rest.terms[key] = 0
     rest_expr = rest.to_expr()
     bounds = symbolic_bounds(rest_expr, relax)
@@ -112,12 +184,34 @@ def _linear_split(
         return None
     upper = bounds[1]
     exact = not uses_var(rest_expr, set(relax))
-    if coef > 0:  # coef*v + upper <= -1  <=>  v <= (-1 - upper) // coef
+    if coef > 0:  # coef*t + upper <= -1  <=>  t <= (-1 - upper) // coef
         p = binary(BinaryOp.ADD, binary(BinaryOp.FLOORDIV, binary(BinaryOp.SUB, -1, upper), coef), 1)
-        return "below", simplify(p), exact
-    k = -coef  # upper + 1 <= k*v  <=>  v >= ceil((upper + 1) / k)
+        return "below", simplify(p), exact, digit
+    k = -coef  # upper + 1 <= k*t  <=>  t >= ceil((upper + 1) / k)
     p = binary(BinaryOp.FLOORDIV, binary(BinaryOp.ADD, upper, k), k)
-    return "from", simplify(p), exact
+    return "from", simplify(p), exact, digit
+
+
+def _unswitch(body: Stmt, v: Var, digit: _Digit, side: str, p: Expr, atoms: set[int],
+              exact: set[int]) -> Stmt:
+    """`body` as two copies under `if digit < p` (or >= p): the guard atoms `atoms` removed
+    where the bound holds; where it does not, the exact ones false. Each copy sees v with the
+    digit clamped to its side, so that the simplifier's ranges decide what depends on it there
+    (the extents of write-back loops, the guards of unrolled rows): the other side of a last
+    partial block's bound is that block alone."""
+    bound = _positive_const(p)
+    if bound is None or (digit.modulus is not None and bound >= digit.modulus):
+        return body
+    below = side == "below"
+    holds = compare(CompareOp.LT if below else CompareOp.GE, digit.of(v), p)
+    inside = binary(BinaryOp.MIN if below else BinaryOp.MAX, digit.of(v),
+                    bound - 1 if below else bound)
+    outside = binary(BinaryOp.MAX if below else BinaryOp.MIN, digit.of(v),
+                     bound if below else bound - 1)
+    return IfThenElse(
+        holds,
+        substitute(_ReplaceAtoms(atoms, True).visit(body), {v: digit.rewritten(v, inside)}),
+        substitute(_ReplaceAtoms(exact, False).visit(body), {v: digit.rewritten(v, outside)}))
 
 
 class _Partitioner(Mutator):
@@ -141,6 +235,8 @@ class _Partitioner(Mutator):
         false_before: set[int] = set()  # exact "from" atoms: false below the main range
         false_after: set[int] = set()  # exact "below" atoms: false above it
         seen_bounds: set[object] = set()
+        # bounds on a digit of v, unswitched: (digit, side, p) -> (p, atoms, exact ones)
+        unswitched: dict[tuple, tuple[Expr, set[int], set[int]]] = {}
         for guard in finder.guards:
             for atom in conjuncts(guard.cond):
                 neg = _as_negative(atom)
@@ -149,7 +245,16 @@ class _Partitioner(Mutator):
                 split = _linear_split(neg, node.var, inner.relax)
                 if split is None:
                     continue
-                side, p, exact = split
+                side, p, exact, digit = split
+                if digit.modulus is None and node.kind is not ForKind.PARALLEL:
+                    p = simplify(binary(BinaryOp.MUL, p, digit.step))  # v // d < p <=> v < d*p
+                elif digit != _Digit(1, None):
+                    _, decided, decided_exact = unswitched.setdefault(
+                        (digit, side, structural_key(p)), (p, set(), set()))
+                    decided.add(id(atom))
+                    if exact:
+                        decided_exact.add(id(atom))
+                    continue
                 key = (side, structural_key(p))
                 proven.add(id(atom))
                 if exact:
@@ -161,8 +266,19 @@ class _Partitioner(Mutator):
                     hi = binary(BinaryOp.MIN, hi, p)
                 else:
                     lo = binary(BinaryOp.MAX, lo, p)
+
+        def piece(body: Stmt) -> Stmt:
+            """A body with its digits' bounds unswitched (before the variable is renamed), its
+            inner loops partitioned."""
+            for (digit, side, _), (p, atoms, exact) in unswitched.items():
+                body = _unswitch(body, node.var, digit, side, p, atoms, exact)
+            return self.visit(body)
+
         if not proven:
-            return self.generic_visit(node)
+            if not unswitched:
+                return self.generic_visit(node)
+            return For(node.var, node.min, node.extent, node.kind, piece(node.body),
+                       node.annotations)
         lo = simplify(binary(BinaryOp.MIN, binary(BinaryOp.MAX, lo, start), end), self.ranges)
         hi = simplify(binary(BinaryOp.MAX, binary(BinaryOp.MIN, hi, end), lo), self.ranges)
         # An exact atom is false beyond its own bound; the tail starts at the smallest bound, so
@@ -172,9 +288,9 @@ class _Partitioner(Mutator):
             false_after = set()
         if sides.count("from") > 1:
             false_before = set()
-        main_body = self.visit(_ReplaceAtoms(proven, True).visit(node.body))
-        head_body = self.visit(_ReplaceAtoms(false_before, False).visit(node.body))
-        tail_body = self.visit(_ReplaceAtoms(false_after, False).visit(node.body))
+        main_body = piece(_ReplaceAtoms(proven, True).visit(node.body))
+        head_body = piece(_ReplaceAtoms(false_before, False).visit(node.body))
+        tail_body = piece(_ReplaceAtoms(false_after, False).visit(node.body))
         pieces = [
             _loop_over(node, start, lo, head_body, self.ranges),
             _loop_over(node, lo, hi, main_body, self.ranges),

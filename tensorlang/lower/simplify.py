@@ -77,15 +77,19 @@ class _StmtSimplifier(Mutator):
 def guarded_range(loop: For, lo: Const, extent: Const,
                   simplifier: Simplifier) -> tuple[Const, Const]:
     """The constant range (`lo`, `extent`) of `loop` narrowed to where the guard of its body
-    can hold: an `if` without `else` that the body is, seen through inner loops (whose
-    variables such a bound does not use). The same two constants where that changes nothing."""
+    can hold: an `if` without `else` that the body is, seen through inner loops (of constant
+    ranges where the bound uses their variables: it then holds for some of their values). The
+    same two constants where that changes nothing."""
     body = loop.body
+    inner: dict[Var, tuple[float, float]] = {}
     while isinstance(body, For):
+        if isinstance(body.min, Const) and isinstance(body.extent, Const):
+            inner[body.var] = (int(body.min.value), int(body.min.value + body.extent.value) - 1)
         body = body.body
     if not (isinstance(body, IfThenElse) and body.else_case is None):
         return lo, extent
     first, last = int(lo.value), int(lo.value) + int(extent.value) - 1
-    low, high = simplifier.implied_range(body.cond, loop.var)
+    low, high = simplifier.implied_range(body.cond, loop.var, inner)
     if low <= first and high >= last:
         return lo, extent
     first, last = int(max(first, low)), int(min(last, high))
