@@ -8,10 +8,14 @@ block left in a stack buffer). `inner_loops(asm, target)` finds the innermost lo
 the last branch back to it, with no loop inside) and counts each one's instructions;
 `inner_loop_mix` takes the one with the most vector FMAs.
 
-A stack reference is an address based on the stack pointer, on the frame pointer in a function
-that sets one up (`%rbp`, `x29`, `s0`; elsewhere that register is one more general register and
-the addresses based on it are data), or on a register that holds only stack addresses (set from
-the stack pointer and only stepped by constants: a pointer into a stack buffer).
+A stack reference is a fixed slot of the stack (a constant offset, no index register: where
+spills, reloads and a block of accumulators kept in memory live) addressed from the stack
+pointer, from the frame pointer in a function that sets one up (`%rbp`, `x29`, `s0`; elsewhere
+that register is one more general register and the addresses based on it are data), or from a
+register that holds only stack addresses (set from the stack pointer, stepped by constants) and
+that the loop does not step. A loop walking an array that lives on the stack (a packed operand
+of a kernel run on the calling thread) reads data there, as it would from the heap: no stack
+reference.
 """
 
 from __future__ import annotations
@@ -27,16 +31,13 @@ _FMA = {
     "aarch64": re.compile(r"^fml[as]\s+([vz]\d+\.(\d*s|h|d|\d*[hd]))"),
     "riscv64": re.compile(r"^vf(n?macc|n?madd|n?msac|n?msub)\.v[vf]"),
 }
+#: per architecture: the stack pointer, the frame pointer and the instruction setting it up, and
+#: a fixed slot addressed from a base register (`{reg}`)
 _STACK = {
-    "x86_64": re.compile(r"\(%rsp[,)]"),
-    "aarch64": re.compile(r"\[sp\b"),
-    "riscv64": re.compile(r"\(sp\)"),
-}
-#: per architecture: an address based on the frame pointer, and the instruction setting it up
-_FRAME = {
-    "x86_64": (re.compile(r"\(%rbp[,)]"), re.compile(r"^movq?\s+%rsp,\s*%rbp$")),
-    "aarch64": (re.compile(r"\[x29\b"), re.compile(r"^(mov\s+x29,\s*sp|add\s+x29,\s*sp\b)")),
-    "riscv64": (re.compile(r"\((s0|fp)\)"), re.compile(r"^addi\s+(s0|fp),\s*sp\b")),
+    "x86_64": ("%rsp", "%rbp", re.compile(r"^movq?\s+%rsp,\s*%rbp$"), r"(?:^|[\s,])-?\d*\({reg}\)"),
+    "aarch64": ("sp", "x29", re.compile(r"^(mov\s+x29,\s*sp|add\s+x29,\s*sp\b)"),
+                r"\[{reg}(?:,\s*#-?\d+(?:,\s*mul vl)?)?\]"),
+    "riscv64": ("sp", "s0", re.compile(r"^addi\s+(s0|fp),\s*sp\b"), r"-?\d*\({reg}\)"),
 }
 #: the line comment of each architecture's assembly (`#` starts an immediate on aarch64)
 _COMMENT = {"x86_64": "#", "aarch64": "//", "riscv64": "#"}
@@ -107,15 +108,15 @@ def _function_starts(lines: list[str]) -> list[tuple[int, str]]:
             if (m := _LABEL.match(line)) and not m.group(1).startswith(".L")]
 
 
-#: per architecture: an instruction that sets a register (group 1) from the stack pointer,
-#: one that steps a register by a constant, and an address based on a register (`{reg}`)
+#: per architecture: an instruction that sets a register (group 1 or 2) from the stack pointer,
+#: and one that steps a register by a constant
 _FROM_STACK = {
     "x86_64": (re.compile(r"^(?:leaq\s+-?\d*\(%rsp\)|movq\s+%rsp),\s*(%\w+)$"),
-               re.compile(r"^(?:addq|subq)\s+\$-?\d+,\s*(%\w+)$"), r"\({reg}[,)]"),
+               re.compile(r"^(?:addq|subq|incq|decq)\s+(?:\$-?\d+,\s*)?(%\w+)$")),
     "aarch64": (re.compile(r"^(?:add|sub)\s+(x\d+),\s*sp\b|^mov\s+(x\d+),\s*sp$"),
-                re.compile(r"^(?:add|sub)\s+(x\d+),\s*\1,\s*#\d+$"), r"\[{reg}\b"),
+                re.compile(r"^(?:add|sub)\s+(x\d+),\s*\1,\s*#\d+$")),
     "riscv64": (re.compile(r"^(?:addi\s+(\w+),\s*sp,|mv\s+(\w+),\s*sp$)"),
-                re.compile(r"^addi\s+(\w+),\s*\1,\s*-?\d+$"), r"\({reg}\)"),
+                re.compile(r"^addi\s+(\w+),\s*\1,\s*-?\d+$")),
 }
 
 
@@ -133,22 +134,29 @@ def _written(line: str, arch: str) -> str | None:
     return parts[0]
 
 
-def _stack_pattern(lines: list[str], arch: str, begin: int, end: int) -> re.Pattern:
-    """The stack references of the function spanning lines[begin:end]."""
-    frame_ref, frame_setup = _FRAME[arch]
-    set_from_stack, stepped, based_on = _FROM_STACK[arch]
-    body = [line.replace("\t", " ") for line in lines[begin:end]]
-    patterns = [_STACK[arch].pattern]
-    if any(frame_setup.match(line) for line in body):
-        patterns.append(frame_ref.pattern)
+def _stack_bases(lines: list[str], arch: str) -> set[str]:
+    """The registers that address the stack in the function made of `lines`."""
+    pointer, frame, frame_setup, _ = _STACK[arch]
+    set_from_stack, stepped = _FROM_STACK[arch]
+    body = [line.replace("\t", " ") for line in lines]
     derived = {next(g for g in m.groups() if g) for line in body
                if (m := set_from_stack.match(line))}
     for line in body:  # a register also written otherwise may hold any address
         reg = _written(line, arch)
         if reg in derived and not set_from_stack.match(line) and not stepped.match(line):
             derived.discard(reg)
-    patterns += [based_on.format(reg=re.escape(reg)) for reg in sorted(derived)]
-    return re.compile("|".join(patterns))
+    if any(frame_setup.match(line) for line in body):
+        derived.add(frame)
+    return derived | {pointer}
+
+
+def _slot_pattern(arch: str, bases: set[str], loop: list[str]) -> re.Pattern:
+    """Fixed stack slots addressed from `bases`, except registers that `loop` steps (a walk)."""
+    stepped = _FROM_STACK[arch][1]
+    walking = {m.group(1) for line in loop if (m := stepped.match(line.replace("\t", " ")))}
+    slot = _STACK[arch][3]
+    return re.compile("|".join(slot.format(reg=re.escape(reg))
+                               for reg in sorted(bases - walking)))
 
 
 def inner_loops(asm: str, target: Target) -> list[LoopMix]:
@@ -168,8 +176,9 @@ def inner_loops(asm: str, target: Target) -> list[LoopMix]:
         k = max((k for k, (at, _) in enumerate(starts[:-1]) if at <= start), default=None)
         begin, name = starts[k] if k is not None else (0, "")
         stop = starts[k + 1][0] if k is not None else len(lines)
-        stack = _stack_pattern(lines, arch, begin, stop)
-        mix = _count(lines[start + 1:end + 1], arch, target.vector_bits // 8, stack)
+        body = lines[start + 1:end + 1]
+        stack = _slot_pattern(arch, _stack_bases(lines[begin:stop], arch), body)
+        mix = _count(body, arch, target.vector_bits // 8, stack)
         found.append(LoopMix(mix.instructions, mix.fmas, mix.loaded_bytes, mix.loads,
                              mix.stack_refs, lines[start].rstrip(":"), name))
     return found
@@ -204,10 +213,12 @@ def spills(asm: str, target: Target) -> int:
     """Stack references in the whole kernel: register spills and reloads (and frame setup)."""
     arch, lines = target.arch, _instructions(asm, target.arch)
     starts = [at for at, _ in _function_starts(lines)] or [0]
-    bounds = list(zip([0, *starts[1:]], [*starts[1:], len(lines)]))
-    return sum(bool(_stack_pattern(lines, arch, begin, end).search(
-        line.replace("\t", " ").partition(" ")[2]))
-        for begin, end in bounds for line in lines[begin:end])
+    total = 0
+    for begin, end in zip([0, *starts[1:]], [*starts[1:], len(lines)]):
+        stack = _slot_pattern(arch, _stack_bases(lines[begin:end], arch), [])
+        total += sum(bool(stack.search(line.replace("\t", " ").partition(" ")[2]))
+                     for line in lines[begin:end])
+    return total
 
 
 def stack_loops(asm: str, target: Target) -> list[LoopMix]:
