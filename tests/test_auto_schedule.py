@@ -55,13 +55,13 @@ def test_inline_and_elementwise_root_golden():
 def test_multi_level_tiling_golden():
     assert _fallback_trace(W.gemm, 64, 64, 32) == "\n".join([
         "C.cache_write('local')",
-        "C.split(i, factor=8)",
-        "C.split(i.inner, factor=8)",
-        "C.split(j, factor=64)",
-        "C.split(j.inner, factor=64)",
-        "C.reorder(j.outer, i.outer, i.inner.outer, j.inner.outer, i.inner.inner, "
+        "C.split(i, factor=64)",
+        "C.split(i.inner, factor=64)",
+        "C.split(j, factor=32)",
+        "C.split(j.inner, factor=32)",
+        "C.reorder(i.outer, j.outer, i.inner.outer, j.inner.outer, i.inner.inner, "
         "j.inner.inner)",
-        "C.parallel(i.outer)",
+        "C.parallel(j.outer)",
         "C.vectorize(j.inner.inner)",
         "C.local.compute_at(C, j.inner.outer)",
         "C.local.split(i, factor=4)",
@@ -78,7 +78,7 @@ def test_multi_level_tiling_golden():
 
 def test_parallel_loop_fuses_two_busy_tile_loops():
     trace = _fallback_trace(W.scores, 1, 4, 64, 8)
-    assert "S.fuse(h.outer, i.outer)" in trace and "S.parallel(h.outer.i.outer.fused)" in trace
+    assert "S.fuse(h.outer, j.outer)" in trace and "S.parallel(h.outer.j.outer.fused)" in trace
     assert trace.splitlines()[:3] == ["S.transpose_read(K, dim=2)", "K.T.split(i3, factor=8)",
                                       "K.T.vectorize(i3.inner)"]
 
@@ -87,7 +87,7 @@ def test_fused_consumer_golden():
     trace = _fallback_trace(W.gemm_relu, 64, 64, 32)
     assert "cache_write" not in trace
     assert "C.compute_at(D, j.inner.outer)" in trace
-    assert trace.splitlines()[0] == "D.split(i, factor=8)"
+    assert trace.splitlines()[0] == "D.split(i, factor=64)"
 
 
 def test_row_reductions_rfactor_golden():

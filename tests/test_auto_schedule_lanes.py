@@ -62,10 +62,11 @@ def test_lanes_along_an_outer_axis_match_numpy(target, name):
     assert built >= 3
 
 
-def test_untuned_default_keeps_the_lanes_innermost():
+def test_untuned_default_runs_the_lanes_along_whole_vectors():
     task = autotune.create_task(W.conv3x3, (3, 5, 7, 16), target=TARGETS[0])
     trace = str(task.trace(FallbackConfig()))
-    assert "layout=" not in trace and "transpose_read" not in trace
+    assert "O.cache_write('local', layout=(0, 2, 3, 1))" in trace
+    assert "O.transpose_read(W, dim=0)" in trace
 
 
 def test_no_lane_knob_when_the_innermost_axis_fills_whole_vectors():
