@@ -19,6 +19,7 @@ import tensorlang as tl
 
 from . import import_ops  # noqa: F401  (registers the ops the frontends emit)
 from .aligned import memory_key
+from .attention_blocks import QueryBlock, attended, query_blocks
 from ..symbolic import canon, canon_shape, free_vars, is_symbolic
 from .graph import Graph, Node
 from .ops import OpPattern, get_op, infer_output
@@ -390,16 +391,13 @@ class GraphWriter:
         if sk[:-3] != tuple(lead) or sv[:-3] != tuple(lead) or heads % kv_heads or \
                 sv[-3] != kv_heads or sv[-2] != keys or sk[-1] != depth:
             raise UnsupportedError(f"attention of shapes {sq}, {sk}, {sv}")
-        batch, group, out_depth = canon(math.prod(lead)), heads // kv_heads, sv[-1]
-        dtype = dtype_of(q)
-        scores = self.op("batch_matmul", self.reshape(q, (batch * kv_heads, group * length, depth)),
-                         self.reshape(k, (batch * kv_heads, keys, depth)))
         scale = 1.0 / math.sqrt(depth) if scale is None else float(scale)
-        scores = self.op("multiply", scores, np.array(scale, dtype))
         if is_causal:
             if mask is not None:
                 raise UnsupportedError("attention with both a mask and is_causal")
             mask = np.tril(np.ones((length, keys), bool))
+        blocks = (query_blocks(mask, length, keys)
+                  if isinstance(mask, np.ndarray) and not any(map(is_symbolic, sq + sk)) else None)
         keep = None
         if isinstance(mask, np.ndarray):  # rows that attend to nothing give zeros (PyTorch's)
             attends = mask if mask.dtype == bool else ~np.isneginf(mask)
@@ -407,7 +405,44 @@ class GraphWriter:
             if dead.any():
                 mask = np.where(dead, np.zeros((), mask.dtype) if mask.dtype != bool else True,
                                 mask)
-                keep = (~dead).astype(dtype)
+                keep = (~dead).astype(dtype_of(q))
+        if blocks is None:
+            out = self._attend(q, k, v, mask, scale)
+        else:
+            out = self.op("concatenate", *(self._attend_block(q, k, v, mask, scale, b)
+                                           for b in blocks), axis=len(sq) - 2)
+        return out if keep is None else self.op("multiply", out, keep)
+
+    def _attend_block(self, q: Value, k: Value, v: Value, mask: np.ndarray, scale: float,
+                      block: QueryBlock) -> Value:
+        """The attention of one block of queries over the keys it sees (`query_blocks`); the
+        mask is left out where the block sees all of its keys."""
+        rows, span = (block.rows_begin, block.rows_end), (block.keys_begin, block.keys_end)
+        axis = len(shape_of(q)) - 2
+        part = self._cut(self._cut(mask, mask.ndim - 2, rows), mask.ndim - 1, span)
+        return self._attend(self._cut(q, axis, rows), self._cut(k, axis, span),
+                            self._cut(v, axis, span), part if not attended(part).all() else None,
+                            scale)
+
+    def _cut(self, x: Value, axis: int, bounds: tuple[int, int]) -> Value:
+        """`x[begin:end]` along `axis`, or `x` itself where that axis is 1 (broadcast) or whole."""
+        n = shape_of(x)[axis]
+        if n == 1 or bounds == (0, n):
+            return x
+        return self.op("strided_slice", x, begin=(bounds[0],), end=(bounds[1],), strides=(1,),
+                       axes=(axis,))
+
+    def _attend(self, q: Value, k: Value, v: Value, mask: Value | None, scale: float) -> Value:
+        """softmax(q kᵀ * scale + mask) v for shapes that `attention` checked, the queries of a
+        group folded into the rows of two 3-D batch_matmuls."""
+        sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
+        *lead, heads, length, depth = sq
+        kv_heads, keys = sk[-3], sk[-2]
+        batch, group, out_depth = canon(math.prod(lead)), heads // kv_heads, sv[-1]
+        dtype = dtype_of(q)
+        scores = self.op("batch_matmul", self.reshape(q, (batch * kv_heads, group * length, depth)),
+                         self.reshape(k, (batch * kv_heads, keys, depth)))
+        scores = self.op("multiply", scores, np.array(scale, dtype))
         if mask is not None:
             mask = self._additive_mask(mask, dtype)
             sm = shape_of(mask)
@@ -424,8 +459,7 @@ class GraphWriter:
                                   (batch * kv_heads, group * length, keys))
         probs = self.op("softmax", scores, axis=-1)
         out = self.matmul(probs, self.reshape(v, (batch * kv_heads, keys, out_depth)))
-        out = self.reshape(out, (*lead, heads, length, out_depth))
-        return out if keep is None else self.op("multiply", out, keep)
+        return self.reshape(out, (*lead, heads, length, out_depth))
 
     def _additive_mask(self, mask: Value, dtype: str) -> Value:
         """An attention mask as values to add to the scores: a bool mask's False becomes the
