@@ -18,6 +18,7 @@ from .common import (
     compute_chain_at,
     fuse_parallel,
     generic_schedule,
+    materialise_padding,
     static_extent,
     vector_lanes,
 )
@@ -40,9 +41,8 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
         # 3 vectors where the row fills them: the fastest block for 56-wide rows on both AVX2
         # and AVX-512 (2x a single vector, whose one FMA chain waits on its own latency).
         cfg.fallback_knob("tile_ow", max(w for w in widths[:3] if w <= max(out_w, lanes)))
-    # The pad stays inlined (traverse did it): a depthwise step is one FMA per input value
-    # read, and the pad's checks are selects on row vectors; stored first (materialise_padding)
-    # the 144x56x56 layer ran as fast on AVX2 and 8% slower with AVX-512.
+    if not _masks_cost_no_vector_registers():
+        materialise_padding(s, conv.op.input_tensors[0])
     if conv.op is out.op:
         out, conv = conv, s.cache_write(conv, "local")
     o = s[out]
@@ -63,6 +63,21 @@ def schedule_depthwise_conv2d_nchw_with(cfg, s: tl.Schedule, conv: tl.Tensor,
     d.unroll(dx_outer)
     if cfg["unroll_kw"].val:
         d.unroll(rx)
+
+
+def _masks_cost_no_vector_registers() -> bool:
+    """Whether the current target masks a vector load with a register of its own (AVX-512's
+    k registers), so that the pad may stay inlined (traverse did it). Inlined, every read of the
+    window that can cross the border is a masked load: a depthwise step is one FMA per input
+    value read, and with AVX-512 the 144x56x56 layer ran 8% faster so than with the pad stored
+    first (materialise_padding). Elsewhere each mask takes a vector register beside the block
+    and the window's weights, which LLVM keeps in registers across the rows: with AVX2 a 13-wide
+    row (2 accumulators, 9 weights, the masks) spilled in its row loop, and SVE builds each
+    predicate from vector compares per row and spilled as well; stored first, the pad costs one
+    pass over the input (the 144x56x56 layer ran as fast on AVX2) and the loop reads plain
+    vectors."""
+    target = tl.Target.current()
+    return target.arch == "x86_64" and target.vector_bits >= 512
 
 
 def schedule_depthwise_conv2d_nchw(outs: tl.Tensor | Sequence[tl.Tensor]) -> tl.Schedule:
