@@ -1,7 +1,7 @@
 """torch.compile(backend="tensorlang") of small configurations of more transformers model
 families, whole (a graph that runs eagerly fails the test) and right (against eager PyTorch):
 RecurrentGemma (a bfloat16 buffer), DeepSeek-V2 and Llama 4 (rotary embeddings as complex
-numbers)."""
+numbers), Qwen3-Next (triangular solves)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,21 @@ def test_llama4_text_complex_rotary() -> None:
         num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
         attention_chunk_size=8, **_TWO_LAYERS)
     assert_whole_and_right(lib.Llama4ForCausalLM(config), _ids())
+
+
+def test_qwen3_next_gated_delta_rule() -> None:
+    """Qwen3-Next: gated delta-rule linear attention, whose chunks solve unit triangular
+    systems (`torch.linalg.solve_triangular`), interleaved with full attention layers and
+    mixture-of-experts blocks."""
+    lib = transformers()
+    torch.manual_seed(0)
+    config = lib.Qwen3NextConfig(
+        intermediate_size=64, num_key_value_heads=2, linear_conv_kernel_dim=4,
+        linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+        linear_num_value_heads=4, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+        num_experts=4, num_experts_per_tok=2, layer_types=["linear_attention", "full_attention"],
+        **_TWO_LAYERS)
+    assert_whole_and_right(lib.Qwen3NextForCausalLM(config), _ids())
 
 
 class _Sparsity(torch.nn.Module):

@@ -46,6 +46,7 @@ from .importer import (
     shape_of,
     shape_value,
 )
+from .triangular import solve_triangular
 from .volumes import conv3d, pool3d
 
 try:
@@ -1562,6 +1563,12 @@ def _grouped_mm(im: _Importer, x: Value, weight: Value, offs: Value = None, bias
     require(bias is None, "grouped_mm with a bias")
     out = im.op("grouped_matmul", x, weight, offs)
     return im.cast(out, im.out_dtype())
+
+
+@_converter("aten.linalg_solve_triangular")
+def _solve_triangular(im: _Importer, a: Value, b: Value, *, upper: bool, left: bool = True,
+                      unitriangular: bool = False) -> Value:
+    return solve_triangular(im, a, b, bool(upper), bool(left), bool(unitriangular))
 
 
 @_converter("aten.tril", "aten.triu")
