@@ -62,11 +62,15 @@ def test_lanes_along_an_outer_axis_match_numpy(target, name):
     assert built >= 3
 
 
-def test_untuned_default_runs_the_lanes_along_whole_vectors():
-    task = autotune.create_task(W.conv3x3, (3, 5, 7, 16), target=TARGETS[0])
+def test_untuned_default_runs_the_lanes_along_whole_vectors_when_the_copy_is_cheap():
+    """37 x 23 output points per copied weight: the lanes run along the output channels, the
+    weights copied in blocks; 5 x 7 points per weight: they stay along the width."""
+    task = autotune.create_task(W.conv3x3, (2, 37, 23, 16), target=TARGETS[0])
     trace = str(task.trace(FallbackConfig()))
     assert "O.cache_write('local', layout=(0, 2, 3, 1))" in trace
-    assert "O.transpose_read(W, dim=0)" in trace
+    assert "O.transpose_read(W, dim=0)" in trace and "W.T.unroll(i3.inner)" in trace
+    small = autotune.create_task(W.conv3x3, (3, 5, 7, 16), target=TARGETS[0])
+    assert "layout=" not in str(small.trace(FallbackConfig()))
 
 
 def test_no_lane_knob_when_the_innermost_axis_fills_whole_vectors():
