@@ -339,10 +339,15 @@ class CodeGen:
     def _float_min_max(self, op: BinaryOp, a: Val, b: Val) -> Val:
         """max / min of floats with NaN propagating, as numpy's maximum / minimum: `b` when it
         is NaN or beyond `a`, else `a` (which of two equal zeros is unspecified, as in numpy).
-        A compare and select: with AVX-512 a running max(acc, x) costs the accumulator's chain
-        a compare and a masked move (the NaN test of x is off it), where `llvm.maximum` (which
-        also orders -0 below +0) costs six dependent instructions and made a softmax's row max
-        as slow as its exponentials."""
+        On vectors a compare and select: with AVX-512 a running max(acc, x) costs the
+        accumulator's chain a compare and a masked move (the NaN test of x is off it), where
+        `llvm.maximum` (which also orders -0 below +0) costs six dependent instructions and
+        made a softmax's row max as slow as its exponentials. Scalars keep `llvm.maximum`:
+        LLVM folds a chain of them over a vector's lanes (the end of a row max in vector lanes)
+        into a tree of vector steps, but not a chain of selects (16 serial steps per row)."""
+        if lanes_of(a.ty) == 1:
+            name = "llvm.minimum" if op is BinaryOp.MIN else "llvm.maximum"
+            return self.intrinsic(name, [a.ty], a.ty, [a, b])
         fw = self.fw
         bool_ty = vector_of("i1", lanes_of(a.ty))
         beyond = fw.op(bool_ty, f"fcmp {'ogt' if op is BinaryOp.MAX else 'olt'} {b}, {a.ref}")
