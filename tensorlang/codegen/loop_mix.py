@@ -13,9 +13,10 @@ spills, reloads and a block of accumulators kept in memory live) addressed from 
 pointer, from the frame pointer in a function that sets one up (`%rbp`, `x29`, `s0`; elsewhere
 that register is one more general register and the addresses based on it are data), or from a
 register that holds only stack addresses (set from the stack pointer, stepped by constants) and
-that the loop does not step. A loop walking an array that lives on the stack (a packed operand
-of a kernel run on the calling thread) reads data there, as it would from the heap: no stack
-reference.
+that the loop does not step; and, in a loop of FMAs, a store into an array on the stack (a
+block of accumulators that a loop over blocks keeps in memory). A loop reading an array that
+lives on the stack (a packed operand of a kernel run on the calling thread) reads data there, as
+it would from the heap: no stack reference.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ _FMA = {
     "aarch64": re.compile(r"^fml[as]\s+([vz]\d+\.(\d*s|h|d|\d*[hd]))"),
     "riscv64": re.compile(r"^vf(n?macc|n?madd|n?msac|n?msub)\.v[vf]"),
 }
-#: per architecture: the stack pointer, the frame pointer and the instruction setting it up, and
-#: a fixed slot addressed from a base register (`{reg}`)
+#: per architecture: the stack pointer, the frame pointer and the instruction setting it up, a
+#: fixed slot addressed from a base register (`{reg}`), and any address based on it
 _STACK = {
-    "x86_64": ("%rsp", "%rbp", re.compile(r"^movq?\s+%rsp,\s*%rbp$"), r"(?:^|[\s,])-?\d*\({reg}\)"),
+    "x86_64": ("%rsp", "%rbp", re.compile(r"^movq?\s+%rsp,\s*%rbp$"),
+               r"(?:^|[\s,])-?\d*\({reg}\)", r"\({reg}[,)]"),
     "aarch64": ("sp", "x29", re.compile(r"^(mov\s+x29,\s*sp|add\s+x29,\s*sp\b)"),
-                r"\[{reg}(?:,\s*#-?\d+(?:,\s*mul vl)?)?\]"),
-    "riscv64": ("sp", "s0", re.compile(r"^addi\s+(s0|fp),\s*sp\b"), r"-?\d*\({reg}\)"),
+                r"\[{reg}(?:,\s*#-?\d+(?:,\s*mul vl)?)?\]", r"\[{reg}\b"),
+    "riscv64": ("sp", "s0", re.compile(r"^addi\s+(s0|fp),\s*sp\b"), r"-?\d*\({reg}\)",
+                r"\({reg}\)"),
 }
 #: the line comment of each architecture's assembly (`#` starts an immediate on aarch64)
 _COMMENT = {"x86_64": "#", "aarch64": "//", "riscv64": "#"}
@@ -136,7 +139,7 @@ def _written(line: str, arch: str) -> str | None:
 
 def _stack_bases(lines: list[str], arch: str) -> set[str]:
     """The registers that address the stack in the function made of `lines`."""
-    pointer, frame, frame_setup, _ = _STACK[arch]
+    pointer, frame, frame_setup = _STACK[arch][:3]
     set_from_stack, stepped = _FROM_STACK[arch]
     body = [line.replace("\t", " ") for line in lines]
     derived = {next(g for g in m.groups() if g) for line in body
@@ -150,13 +153,24 @@ def _stack_bases(lines: list[str], arch: str) -> set[str]:
     return derived | {pointer}
 
 
-def _slot_pattern(arch: str, bases: set[str], loop: list[str]) -> re.Pattern:
-    """Fixed stack slots addressed from `bases`, except registers that `loop` steps (a walk)."""
+def _stack_patterns(arch: str, bases: set[str], loop: list[str]) -> tuple[re.Pattern,
+                                                                           re.Pattern]:
+    """(fixed stack slots, any stack address) addressed from `bases`; a register that `loop`
+    steps walks an array and addresses no fixed slot."""
     stepped = _FROM_STACK[arch][1]
     walking = {m.group(1) for line in loop if (m := stepped.match(line.replace("\t", " ")))}
-    slot = _STACK[arch][3]
-    return re.compile("|".join(slot.format(reg=re.escape(reg))
-                               for reg in sorted(bases - walking)))
+    slot, anywhere = _STACK[arch][3:]
+    return (re.compile("|".join(slot.format(reg=re.escape(r)) for r in sorted(bases - walking))),
+            re.compile("|".join(anywhere.format(reg=re.escape(r)) for r in sorted(bases))))
+
+
+def _stores(arch: str, op: str, operands: str) -> bool:
+    """Whether an instruction writes memory (its memory operand is the destination)."""
+    if arch == "x86_64":
+        return "(" in re.split(r",(?![^(]*\))", operands)[-1]
+    if arch == "aarch64":
+        return op.startswith("st")
+    return re.match(r"^(s[bhwd]|fs[hwd]|vs)", op) is not None
 
 
 def inner_loops(asm: str, target: Target) -> list[LoopMix]:
@@ -177,7 +191,7 @@ def inner_loops(asm: str, target: Target) -> list[LoopMix]:
         begin, name = starts[k] if k is not None else (0, "")
         stop = starts[k + 1][0] if k is not None else len(lines)
         body = lines[start + 1:end + 1]
-        stack = _slot_pattern(arch, _stack_bases(lines[begin:stop], arch), body)
+        stack = _stack_patterns(arch, _stack_bases(lines[begin:stop], arch), body)
         mix = _count(body, arch, target.vector_bits // 8, stack)
         found.append(LoopMix(mix.instructions, mix.fmas, mix.loaded_bytes, mix.loads,
                              mix.stack_refs, lines[start].rstrip(":"), name))
@@ -193,8 +207,13 @@ def inner_loop_mix(asm: str, target: Target) -> LoopMix | None:
     return best
 
 
-def _count(body: list[str], arch: str, vector_bytes: int, stack: re.Pattern) -> LoopMix:
-    fmas = loads = loaded = stack_refs = instructions = 0
+def _count(body: list[str], arch: str, vector_bytes: int,
+           stack: tuple[re.Pattern, re.Pattern]) -> LoopMix:
+    """The mix of a loop's `body`. Its stack references: the fixed slots it reads or writes and,
+    in a loop of FMAs, its stores into an array on the stack (a block of accumulators that a
+    loop over blocks keeps in memory)."""
+    fixed, anywhere = stack
+    fmas = loads = loaded = stack_refs = instructions = array_stores = 0
     for line in body:
         if _LABEL.match(line):
             continue
@@ -205,8 +224,11 @@ def _count(body: list[str], arch: str, vector_bytes: int, stack: re.Pattern) -> 
         nbytes = _load_bytes(arch, op, operands, vector_bytes)
         loads += nbytes > 0
         loaded += nbytes
-        stack_refs += bool(stack.search(operands))
-    return LoopMix(instructions, fmas, loaded, loads, stack_refs)
+        if fixed.search(operands):
+            stack_refs += 1
+        elif anywhere.search(operands) and _stores(arch, op, operands):
+            array_stores += 1
+    return LoopMix(instructions, fmas, loaded, loads, stack_refs + array_stores * (fmas > 0))
 
 
 def spills(asm: str, target: Target) -> int:
@@ -215,7 +237,7 @@ def spills(asm: str, target: Target) -> int:
     starts = [at for at, _ in _function_starts(lines)] or [0]
     total = 0
     for begin, end in zip([0, *starts[1:]], [*starts[1:], len(lines)]):
-        stack = _slot_pattern(arch, _stack_bases(lines[begin:end], arch), [])
+        stack, _ = _stack_patterns(arch, _stack_bases(lines[begin:end], arch), [])
         total += sum(bool(stack.search(line.replace("\t", " ").partition(" ")[2]))
                      for line in lines[begin:end])
     return total
