@@ -50,7 +50,8 @@ PRAGMA_KEYS = {
     "auto_unroll_max_step": "unroll every loop inside whose copies hold at most this many "
                             "statements in all (an int >= 0)",
     "unroll_explicit": "True: unroll by copying the loop body; False: ask LLVM to unroll (a bool)",
-    "scalar_loop": "True: LLVM neither unrolls nor vectorizes the loop itself (a bool)",
+    "scalar_loop": "True: the loop stays a loop: neither auto_unroll_max_step nor LLVM unrolls "
+                   "it, nor does LLVM vectorize it (a bool)",
 }
 """The loop pragmas `Stage.pragma` implements (TVM's names), with what each does."""
 

@@ -14,7 +14,17 @@ import topi
 from tensorlang.codegen import codegen
 from tensorlang.dtype import INT32, as_dtype
 from tensorlang.expr import Const, Var, const
-from tensorlang.ir import Allocate, BufferLoad, BufferStore, IfThenElse, PrimFunc, Ramp, Scope, seq
+from tensorlang.ir import (
+    Allocate,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    IfThenElse,
+    PrimFunc,
+    Ramp,
+    Scope,
+    seq,
+)
 from tensorlang.runtime import build_module
 
 F32 = as_dtype("float32")
@@ -98,6 +108,37 @@ def test_slots_that_must_stay_in_memory(case: str, rng) -> None:
     func, n = _sum_kernel(body)
     ll = _run_sum(func, n, rng)
     assert "carry" not in ll
+
+
+def test_slots_at_a_base_the_loop_keeps_are_carried(rng) -> None:
+    """out[i, 0:8] = sum over k of x[i, k, 0:8], the sums of all rows in one stack buffer:
+    the loop over k reads and writes acc[i * 8 + 0:8], a base it does not change, so it carries
+    that vector in a register; the loop over i, whose rows move the base, does not."""
+    rows, n = 5, 7
+    x, out = buf("x", "float32", (rows, n, 8)), buf("out", "float32", (rows, 8))
+    acc = buf("acc", "float32", (rows * 8,), Scope.LOCAL)
+    i, k = Var("i", INT32), Var("k", INT32)
+
+    def vector(b, base):
+        return BufferLoad(b, _ramp_at(base), F32.with_lanes(8))
+
+    body = Allocate(acc, loop(i, rows, seq(
+        BufferStore(acc, _ramp_at(i * 8), Broadcast(Const(0.0, F32), 8, F32.with_lanes(8))),
+        loop(k, n, BufferStore(acc, _ramp_at(i * 8),
+                               vector(acc, i * 8) + vector(x, i * n * 8 + k * 8))),
+        BufferStore(out, _ramp_at(i * 8), vector(acc, i * 8)),
+    )))
+    func = PrimFunc("row_sums", (x, out), (), body)
+    xs = rng.random((rows, n, 8), dtype=np.float32)
+    result = np.zeros((rows, 8), "float32")
+    build_module(func)(xs, result)
+    np.testing.assert_allclose(result, xs.sum(axis=1), rtol=1e-5)
+    ll = codegen(func, "llvm")
+    assert ll.count("= phi <8 x float>") == 1, ll
+
+
+def _ramp_at(base) -> Ramp:
+    return Ramp(base, const(1), 8, INT32.with_lanes(8))
 
 
 def _matmul(m: int, n: int, k: int):

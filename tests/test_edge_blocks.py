@@ -1,8 +1,9 @@
 """Edge blocks of register-blocked kernels: sizes that do not divide the register block (primes,
 1) leave a partial block, which lowering computes without guards or masks (lower/partition.py
 unswitches a fused parallel loop on its digits; simplify narrows a loop guarded through inner
-loops), so that its accumulators can stay in registers; and the kernels compute what numpy does,
-on the host and with AVX2. The assembly of every target is checked in test_cross_edge_blocks.py.
+loops), so that its accumulators can stay in registers; the auto-scheduler's untuned GEMM keeps
+whole vectors and a long reduction at prime sizes; and the kernels compute what numpy does, on
+the host and with AVX2. The assembly of every target is checked in test_cross_edge_blocks.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pytest
 from topi_check import shape_of
 
 import tensorlang as tl
+from autotune.auto_schedule import generate
+from autotune.space import FallbackConfig
 from tensorlang.lower import lower_structure
 from topi.testing.register_blocks import BlockedKernel, blocked_kernels
 
@@ -78,9 +81,8 @@ AWKWARD = [k for k in blocked_kernels() if k.sizes not in ((64, 64, 64), (16, 14
                                                              (16, 14, 3, 1))]
 
 
-@pytest.mark.parametrize("spec", [HOST, HASWELL])
-@pytest.mark.parametrize("kernel", AWKWARD, ids=lambda k: k.label)
-def test_awkward_blocks_match_numpy(kernel, spec, rng):
+def _assert_matches_numpy(kernel: BlockedKernel, spec: str, rng: np.random.Generator,
+                          tolerance: float = 1e-5) -> None:
     with warnings.catch_warnings(), tl.Target(spec):
         warnings.simplefilter("ignore")
         s, tensors = kernel.build()
@@ -88,4 +90,40 @@ def test_awkward_blocks_match_numpy(kernel, spec, rng):
     inputs = [rng.uniform(-1, 1, shape_of(t)).astype("float32") for t in tensors[:-1]]
     out = np.zeros(shape_of(tensors[-1]), "float32")
     f(*inputs, out)
-    np.testing.assert_allclose(out, kernel.reference(inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, kernel.reference(inputs), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("spec", [HOST, HASWELL])
+@pytest.mark.parametrize("kernel", AWKWARD, ids=lambda k: k.label)
+def test_awkward_blocks_match_numpy(kernel, spec, rng):
+    _assert_matches_numpy(kernel, spec, rng)
+
+
+def _auto_gemm_trace(m: int, n: int, k: int, spec: str) -> str:
+    with tl.Target(spec):
+        _, tensors = BlockedKernel("auto_gemm", (m, n, k)).build()
+        _, trace = generate(tensors, FallbackConfig())
+    return str(trace)
+
+
+@pytest.mark.parametrize("spec", [*FOREIGN, HASWELL, HOST])
+@pytest.mark.parametrize("n", [13, 97, 7])
+def test_auto_gemm_blocks_are_whole_vectors(spec, n):
+    """A row of 13 on 4-lane NEON is whole vectors with a partial last block, not one vector of
+    13 lanes (which LLVM splits in pieces: it spilled 80 times in NEON's hot loop)."""
+    trace = _auto_gemm_trace(29, n, 13, spec)
+    lanes = tl.Target(spec).vector_lanes("float32")
+    (width,) = map(int, re.findall(r"C\.local\.split\(j, factor=(\d+)\)", trace))
+    assert width % lanes == 0 or width == n < lanes, trace
+
+
+@pytest.mark.parametrize("k, step", [(257, 257), (1031, 128), (768, 128), (13, 13)])
+def test_auto_gemm_reduction_steps_at_prime_lengths(k, step):
+    """The untuned inner reduction: the largest divisor up to 128, unless that is 1 (a prime
+    length): then the whole reduction up to 512, else 128 steps with a partial last one."""
+    assert f"C.local.split(k, factor={step})" in _auto_gemm_trace(7, 29, k, HASWELL)
+
+
+@pytest.mark.parametrize("k", [1031, 257])
+def test_auto_gemm_with_a_partial_reduction_step_matches_numpy(k, rng):
+    _assert_matches_numpy(BlockedKernel("auto_gemm", (5, 19, k)), HASWELL, rng, 1e-4)

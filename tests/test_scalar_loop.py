@@ -51,6 +51,24 @@ def test_scalar_loop_is_neither_unrolled_nor_vectorized_by_llvm(n, lanes, taps):
     np.testing.assert_array_equal(b, a.transpose(0, 2, 1) * 2)
 
 
+def test_scalar_loop_stays_a_loop_under_auto_unroll():
+    """auto_unroll_max_step copies out the loops inside it that are small enough, but not one
+    under scalar_loop (a reduction whose unrolled copies would load more than the registers
+    hold); the loops beside it are still copied."""
+    s, args = _transpose_rows(2, 4, 9, True)
+    B = args[1]
+    s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 64)
+    lowered = str(tl.lower(s, args))
+    assert "for t in range(9):  # pragma(scalar_loop=True)" in lowered, lowered
+    a = np.random.default_rng(1).random((2, 4, 9), dtype=np.float32)
+    b = np.empty((2, 9, 4), "float32")
+    tl.build(s, args)(a, b)
+    np.testing.assert_array_equal(b, a.transpose(0, 2, 1) * 2)
+    s, args = _transpose_rows(2, 4, 9, None)
+    s[args[1]].pragma(args[1].op.axis[0], "auto_unroll_max_step", 64)
+    assert "for t in range" not in str(tl.lower(s, args))
+
+
 @pytest.mark.parametrize("pragma", [None, False])
 def test_loops_without_the_pragma_are_llvms_to_unroll_and_vectorize(pragma):
     s, args = _transpose_rows(2, 4, 9, pragma)

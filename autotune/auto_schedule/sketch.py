@@ -41,6 +41,8 @@ from .trace import Trace, Tracer
 
 #: The values of the `auto_unroll_max_step` pragma a sketch may pick (Ansor's CPU set).
 UNROLL_STEPS = (0, 16, 64, 512)
+#: The untuned one.
+UNTUNED_UNROLL = 64
 #: Output points below which a reduction is split across threads by rfactor.
 MIN_PARALLEL_POINTS = 64
 #: Vectors a register block may span along its vectorized axis.
@@ -333,10 +335,63 @@ def _inner_choices(extent: int, vector: bool, lanes: int) -> list[int]:
     if not vector:
         return [d for d in _divisors(extent) if d <= 8]
     most = MAX_BLOCK_VECTORS if SketchState.registers() >= 32 else 2
-    choices = [v * lanes for v in range(1, most + 1) if extent % (v * lanes) == 0]
-    if not choices:
-        choices = [d for d in _divisors(extent) if lanes // 2 <= d <= most * lanes]
-    return choices or [min(extent, lanes)]
+    if extent <= lanes:
+        return [extent]
+    return [v * lanes for v in range(1, most + 1) if (v - 1) * lanes < extent]
+
+
+def _inner_reductions(extent: int) -> list[int]:
+    """Lengths of the inner reduction loop (r1): the divisors of the extent up to
+    MAX_INNER_REDUCTION, and FALLBACK_INNER_REDUCTION with a partial last step where no divisor
+    comes near it (a prime extent above MAX_INNER_REDUCTION: its one divisor there, 1, would
+    load and store the accumulators at every step)."""
+    steps = [d for d in _divisors(extent) if d <= MAX_INNER_REDUCTION]
+    if extent > MAX_INNER_REDUCTION and max(steps) < FALLBACK_INNER_REDUCTION // 8:
+        steps.append(FALLBACK_INNER_REDUCTION)
+    return steps
+
+
+def _fallback_inner_reduction(extent: int, steps: Sequence[int]) -> int:
+    """The untuned r1: the longest step up to FALLBACK_INNER_REDUCTION, unless that is short
+    (a prime extent's 1, which loads and stores the register block at every step): then the
+    whole reduction (up to MAX_INNER_REDUCTION) or the longest step."""
+    near = max(d for d in steps if d <= FALLBACK_INNER_REDUCTION)
+    return near if near >= FALLBACK_INNER_REDUCTION // 8 or near == extent else max(steps)
+
+
+def _inner_reduction_copies(spatial: Sequence[IterVar], vec_axis: IterVar | None,
+                            sizes: Sequence[Sequence[int]], r_sizes: Sequence[Sequence[int]],
+                            lanes: int) -> tuple[int, int, int]:
+    """(steps, vectors loaded per step, register-block vectors) of the inner reduction loop:
+    its copies hold steps x block statements and load steps x vectors."""
+    rows = vectors = steps = 1
+    for iv, sz in zip(spatial, sizes):
+        if iv is vec_axis:
+            vectors = -(-sz[3] // lanes)
+        else:
+            rows *= sz[3]
+    for sz in r_sizes:
+        steps *= sz[1]
+    return steps, vectors, rows * vectors
+
+
+def _unrolled_loads_spill(state: SketchState, copies: tuple[int, int, int]) -> bool:
+    """Whether the inner reduction loop, unrolled, loads more vectors than the registers hold
+    beside the block. The loop over the tile's blocks around it reads the same vectors in
+    every block, so LLVM hoists them out of that loop and spills them (a 1-row block of 4
+    vectors over 13 steps: 52 vectors of the right operand, 21 reloads per row on NEON)."""
+    steps, vectors, block = copies
+    return steps * vectors + block > state.registers()
+
+
+def _fallback_unroll(state: SketchState, copies: tuple[int, int, int]) -> int:
+    """The untuned auto_unroll_max_step: UNTUNED_UNROLL, or where that unrolls an inner
+    reduction loop whose loads would spill (`_unrolled_loads_spill`), the largest step that
+    leaves it rolled."""
+    steps, _, block = copies
+    if not _unrolled_loads_spill(state, copies):
+        return UNTUNED_UNROLL
+    return min(UNTUNED_UNROLL, max(u for u in UNROLL_STEPS if u < steps * block))
 
 
 def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
@@ -402,10 +457,12 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
         extent = _extent(iv)
         # The register block lives across the inner reduction loop (r1) only: a short one
         # loads and stores the accumulators every few steps.
-        cands = [[-1, d] for d in _divisors(extent) if d <= MAX_INNER_REDUCTION]
-        fallback = [-1, max(d for d in _divisors(extent) if d <= FALLBACK_INNER_REDUCTION)]
-        r_sizes.append(state.split_knob(f"{name}.rtile{k}", extent, cands, fallback))
-    unroll = state.knob(f"{name}.unroll", list(UNROLL_STEPS), fallback=64)
+        steps = _inner_reductions(extent)
+        r_sizes.append(state.split_knob(f"{name}.rtile{k}", extent, [[-1, d] for d in steps],
+                                        [-1, _fallback_inner_reduction(extent, steps)]))
+    copies = _inner_reduction_copies(spatial, vec_axis, sizes, r_sizes, lanes)
+    unroll = state.knob(f"{name}.unroll", list(UNROLL_STEPS),
+                        fallback=_fallback_unroll(state, copies))
     parallel = state.knob(f"{name}.parallel", [True, False], fallback=True)
     vectors = 1
     block = 1
@@ -471,6 +528,11 @@ def _multi_level_tiling(state: SketchState, stage: Stage) -> None:
             tr.annotate(compute, a3, "unroll")
     if unroll:
         tr.pragma(compute, compute.leaf_iter_vars[0], "auto_unroll_max_step", unroll)
+    if (r_inner and unroll < copies[0] * copies[2] <= max(UNROLL_STEPS)
+            and _unrolled_loads_spill(state, copies)):
+        # Rolled here, and for LLVM too, whose unroller copies a loop this short in full (the
+        # partial block of an edge, fewer accumulators than the block, included).
+        tr.pragma(compute, r_inner[0], "scalar_loop", True)
 
 
 def _lane_axis(state: SketchState, stage: Stage) -> tuple[int | None, list[int]]:

@@ -486,7 +486,7 @@ class CodeGen:
     def _load(self, e: BufferLoad) -> Val:
         registers = self.registers.get(e.buffer.data)
         if registers is not None:  # an element carried in a register (promote.py)
-            return self.splat(registers[slot_of(e.index)[0]], e.dtype.lanes)
+            return self.splat(registers[slot_of(e.index)[1]], e.dtype.lanes)
         ptr = self._buffer_ptr(e.buffer)
         elem = scalar_type(e.dtype, memory=True)
         align = e.dtype.itemsize
@@ -601,7 +601,7 @@ class CodeGen:
     def _store(self, s: BufferStore) -> None:
         registers = self.registers.get(s.buffer.data)
         if registers is not None:  # an element carried in a register (promote.py)
-            offset, lanes = slot_of(s.index)
+            _, offset, lanes = slot_of(s.index)
             registers[offset] = self.splat(self.expr(s.value), lanes)
             # A register block's accumulator, a vector or one of several scalars: a loop around
             # a block of scalars (a GEMM's one-column edge) is no loop for LLVM's vectorizer to
@@ -753,7 +753,7 @@ class CodeGen:
     def _loop(self, var: Var, lo: Val, hi: Val, body: Stmt, unroll: str | None = None,
               vectorize: bool = True) -> None:
         fw = self.fw
-        carried, opened = self._carried(body)
+        carried, opened = self._carried(body, var)
         pre = fw.block
         head, body_l, latch, end = (fw.label(p) for p in ("for", "body", "latch", "end"))
         i = fw.fresh(re.sub(r"[^A-Za-z0-9_]", "_", var.name))
@@ -792,34 +792,42 @@ class CodeGen:
         for data, slots in opened:
             self._store_registers(data, slots)
 
-    def _carried(self, body: Stmt) -> tuple[list[tuple[Var, int]], list[tuple[Var, Slots]]]:
-        """The stack elements a loop with `body` carries in registers: (buffer, offset) of each
-        element it writes, and the buffers whose registers it opens, loaded here before the loop
-        (the outermost such loop; `_store_registers` writes them back after it)."""
+    def _carried(self, body: Stmt, var: Var) -> tuple[list[tuple[Var, int]],
+                                                       list[tuple[Var, Slots]]]:
+        """The stack elements a loop of `var` with `body` carries in registers: (buffer, offset)
+        of each element it writes, and the buffers whose registers it opens, loaded here before
+        the loop (the outermost such loop; `_store_registers` writes them back after it)."""
         carried: list[tuple[Var, int]] = []
         opened: list[tuple[Var, Slots]] = []
         for data, (finder, buf) in self.stack_finders.items():
-            slots = finder.loop_slots(body)
+            slots = finder.loop_slots(body, var)
             if slots is None:
                 continue
             if data not in self.registers:
-                ptr, elem = self.env[data], scalar_type(buf.dtype, memory=True)
+                elem = scalar_type(buf.dtype, memory=True)
                 self.registers[data] = {
-                    offset: self._plain_load(ptr, vector_of(elem, lanes),
-                                             self._address(ptr, elem, const("i64", offset)),
+                    offset: self._plain_load(self.env[data], vector_of(elem, lanes),
+                                             self._slot_address(data, slots, offset),
                                              buf.dtype.itemsize)
                     for offset, lanes in slots.lanes.items()}
                 opened.append((data, slots))
             carried += [(data, offset) for offset in sorted(slots.written)]
         return carried, opened
 
+    def _slot_address(self, data: Var, slots: Slots, offset: int) -> Val:
+        """The address of the element `offset` past the slots' base in the stack buffer `data`."""
+        elem = scalar_type(self.stack_finders[data][1].dtype, memory=True)
+        index = const("i64", offset)
+        if slots.base is not None:
+            index = self.fw.op("i64", f"add nsw {self.index(slots.base)}, {index.ref}")
+        return self._address(self.env[data], elem, index)
+
     def _store_registers(self, data: Var, slots: Slots) -> None:
         registers = self.registers.pop(data)
         buf = self.stack_finders[data][1]
-        ptr, elem = self.env[data], scalar_type(buf.dtype, memory=True)
         for offset in sorted(slots.written):
-            address = self._address(ptr, elem, const("i64", offset))
-            self._plain_store(ptr, registers[offset], address, buf.dtype.itemsize)
+            self._plain_store(self.env[data], registers[offset],
+                              self._slot_address(data, slots, offset), buf.dtype.itemsize)
 
     def _if(self, s: IfThenElse) -> None:
         cond = self.expr(s.cond)

@@ -1,7 +1,9 @@
 """Which elements of a stack buffer a loop may keep in SSA registers instead of memory.
 
 A register block (a GEMM's or a convolution's accumulators) is a stack buffer that the loops of
-its reduction read and write only at constant offsets. Left in memory, LLVM's LICM promotes it to
+its reduction read and write only at constant offsets, or at constant offsets from one base that
+the loop does not change (a block of a larger tile that a loop over blocks around the reduction
+picks: `acc[i * 64 + 16]` in the loop over k inside the loop over i). Left in memory, LLVM's LICM promotes it to
 registers itself, loop level by loop level, after building alias sets over every access of the
 unrolled body. Codegen instead carries those values through loop phis (`CodeGen._loop`) when
 `loop_slots` says that every access to the buffer in the loop allows it: the machine code is the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..arith import Simplifier, structural_key
 from ..expr import Const, Expr, Node, Var
 from ..ir import (
     Allocate,
@@ -29,7 +32,7 @@ from ..ir import (
     Seq,
     Stmt,
 )
-from ..visitor import children
+from ..visitor import children, uses_var
 
 MAX_SLOTS = 64
 """At most this many values of one buffer are carried through a loop: a block of accumulators
@@ -39,37 +42,53 @@ after unrolling) would only be spilled to the stack again."""
 
 @dataclass(frozen=True)
 class Slots:
-    """The constant-offset accesses to one buffer inside a statement: element offset -> lanes,
-    and the offsets written."""
+    """The accesses to one buffer inside a statement, at constant offsets from one `base` (None:
+    from 0): element offset -> lanes, and the offsets written."""
 
     lanes: dict[int, int]
     written: frozenset[int]
+    base: Expr | None = None
 
 
 _NONE = Slots({}, frozenset())
 
 
-def slot_of(index: Expr) -> tuple[int, int] | None:
-    """(offset, lanes) of a constant scalar index or a unit-stride ramp from a constant."""
-    if isinstance(index, Const) and not index.dtype.is_float:
-        return int(index.value), 1
-    if (isinstance(index, Ramp) and isinstance(index.base, Const)
-            and isinstance(index.stride, Const) and int(index.stride.value) == 1):
-        return int(index.base.value), index.lanes
-    return None
+def slot_of(index: Expr) -> tuple[Expr | None, int, int] | None:
+    """(base, offset, lanes) of a scalar integer index or a unit-stride ramp: the index's
+    constant term is the offset, the rest (None when there is none) the base."""
+    lanes = 1
+    if isinstance(index, Ramp):
+        if not (isinstance(index.stride, Const) and int(index.stride.value) == 1):
+            return None
+        index, lanes = index.base, index.lanes
+    if index.dtype.is_float or index.dtype.lanes != 1:
+        return None
+    if isinstance(index, Const):
+        return None, int(index.value), lanes
+    lin = Simplifier()._linear(index)
+    offset = lin.constant
+    rest = lin.scaled(1)
+    rest.constant = 0
+    return rest.to_expr(), offset, lanes
 
 
 def _merge(parts: list[Slots | None]) -> Slots | None:
     lanes: dict[int, int] = {}
     written: set[int] = set()
+    base, key = None, None
     for part in parts:
         if part is None:
             return None
+        if part.lanes:
+            if not lanes:
+                base, key = part.base, structural_key(part.base)
+            elif structural_key(part.base) != key:
+                return None  # two bases: which elements they share is not known
         for offset, n in part.lanes.items():
             if lanes.setdefault(offset, n) != n:
                 return None  # the same element read as a scalar and as a vector
         written |= part.written
-    return Slots(lanes, frozenset(written)) if lanes else _NONE
+    return Slots(lanes, frozenset(written), base) if lanes else _NONE
 
 
 class SlotFinder:
@@ -80,12 +99,15 @@ class SlotFinder:
         self.data = data
         self._memo: dict[int, Slots | None] = {}
 
-    def loop_slots(self, body: Stmt) -> Slots | None:
-        """The slots a loop with this body may carry in registers, or None when the body touches
-        the buffer otherwise (a computed index, a mask, a conditional store, a parallel loop or
-        a pointer to it), when its slots overlap, or when they are too many."""
+    def loop_slots(self, body: Stmt, var: Var) -> Slots | None:
+        """The slots a loop of `var` with this body may carry in registers, or None when the
+        body touches the buffer otherwise (an index not at an offset from one base that neither
+        `var` nor the body changes, a mask, a conditional store, a parallel loop or a pointer to
+        it), when its slots overlap, or when they are too many."""
         found = self._stmt(body)
         if found is None or not found.lanes or not found.written or len(found.lanes) > MAX_SLOTS:
+            return None
+        if found.base is not None and uses_var(found.base, {var}):
             return None
         end = None
         for offset in sorted(found.lanes):
@@ -106,9 +128,10 @@ class SlotFinder:
         if isinstance(s, For):
             found = _merge([self._exprs(s.min, s.extent), self._stmt(s.body)])
             # An outlined parallel loop cannot see the caller's registers.
-            return None if s.kind is ForKind.PARALLEL and found is not _NONE else found
+            return None if s.kind is ForKind.PARALLEL and found is not _NONE else \
+                _fixed_in(found, s.var)
         if isinstance(s, LetStmt):
-            return _merge([self._exprs(s.value), self._stmt(s.body)])
+            return _fixed_in(_merge([self._exprs(s.value), self._stmt(s.body)]), s.var)
         if isinstance(s, Allocate):
             return self._stmt(s.body)
         if isinstance(s, IfThenElse):
@@ -123,9 +146,10 @@ class SlotFinder:
                 return found
             at = slot_of(s.index)
             if (at is None or s.mask is not None or s.buffer.dtype.is_bool
-                    or s.value.dtype.lanes not in (1, at[1])):
+                    or s.value.dtype.lanes not in (1, at[2])):
                 return None
-            return _merge([found, Slots({at[0]: at[1]}, frozenset({at[0]}))])
+            base, offset, lanes = at
+            return _merge([found, Slots({offset: lanes}, frozenset({offset}), base)])
         if isinstance(s, Evaluate):
             return self._exprs(s.value)
         return None
@@ -144,6 +168,15 @@ class SlotFinder:
                 at = slot_of(node.index)
                 if at is None:
                     return None
-                lanes.append(Slots({at[0]: at[1]}, frozenset()))
+                base, offset, n = at
+                lanes.append(Slots({offset: n}, frozenset(), base))
             stack += children(node)
         return _merge(lanes) if lanes else _NONE
+
+
+def _fixed_in(found: Slots | None, var: Var) -> Slots | None:
+    """`found`, the accesses inside the scope of `var`, as seen from outside it: none that an
+    enclosing loop may carry when their base depends on `var`."""
+    if found is None or found.base is None or not uses_var(found.base, {var}):
+        return found
+    return None

@@ -11,7 +11,8 @@ is what register blocking needs.
   `auto_unroll_max_step=N` unrolls every serial loop of constant extent whose copies would hold at
   most N statements in all, innermost first (as TVM's UnrollLoop pass counts them), and
   `unroll_explicit=False` keeps loops chosen for unrolling as loops of kind UNROLLED, which the
-  codegen hands to LLVM with `llvm.loop.unroll.full` instead of copying them here.
+  codegen hands to LLVM with `llvm.loop.unroll.full` instead of copying them here. A loop under
+  `scalar_loop=True` stays a loop (`auto_unroll_max_step` passes it by, as LLVM does).
 - Where the copies of an unrolled loop hold loop nests that, fully unrolled, would give more
   than LLVM_UNROLL_LIMIT statements in all, the loops that hold loops stay loops in LLVM too
   (annotation `KEEP_ROLLED`, `llvm.loop.unroll.disable`; LLVM may still unroll the innermost
@@ -141,6 +142,7 @@ class _Unroller(Mutator):
         requested = node.kind is ForKind.UNROLLED
         automatic = (
             node.kind is ForKind.SERIAL
+            and ("scalar_loop", True) not in node.annotations
             and extent is not None
             and scope.normal_depth == 0
             and extent * max(scope.steps, 1) <= scope.max_step
