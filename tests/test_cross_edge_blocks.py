@@ -2,9 +2,11 @@
 no innermost loop of vector FMAs in topi's GEMMs (dense, matmul, batch_matmul), convolutions
 (NCHW, NHWC, 1x1, 3x3, strided), depthwise and the auto-scheduler's GEMM reads or writes the
 stack (a spill, or an edge block's accumulators kept in memory) on NEON, SVE, RVV, AVX2 and the
-host, and the kernels built for NEON, SVE and RVV match numpy under qemu (skipped without the
-cross compilers or qemu). Left out: AVX2's stride-2 depthwise on a row narrower than a vector,
-whose strided-load shuffles leave 16 registers too few for the window's weights (two reloads).
+host (on NEON, SVE and RVV no loop of the GEMMs at all, their panel packing included: SVE
+assembled each panel row through the stack), and the kernels built for NEON, SVE and RVV match
+numpy under qemu (skipped without the cross compilers or qemu). Left out: AVX2's stride-2
+depthwise on a row narrower than a vector, whose strided-load shuffles leave 16 registers too
+few for the window's weights (two reloads).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def test_awkward_register_blocks_touch_no_stack(spec, kernel, runners, tmp_path)
         warnings.simplefilter("ignore")
         s, tensors = kernel.build()
         f = tl.build(s, tensors, name="kernel")
-    loops = [m for m in inner_loops(f.get_source("asm"), target) if m.fmas]
-    assert loops, "no loop of vector FMAs"
+    loops = inner_loops(f.get_source("asm"), target)
+    assert any(m.fmas for m in loops), "no loop of vector FMAs"
+    if not (spec in FOREIGN and kernel in GEMMS):
+        loops = [m for m in loops if m.fmas]  # packing loops too, where the GEMMs' are checked
     touching = [m for m in loops if m.stack_refs]
     assert not touching, touching
     if target.runs_here:

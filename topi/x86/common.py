@@ -34,6 +34,14 @@ def accumulator_budget(loaded_vectors: int) -> int:
     return target.vector_registers - target.operand_registers(loaded_vectors)
 
 
+def vectors_assembled_in_memory() -> bool:
+    """Whether LLVM builds a vector of loaded scalars on the current target by storing them to
+    the stack and loading the vector back: fixed-length vectors lowered with SVE (aarch64 wider
+    than NEON's 128 bits), as LLVM lowers them."""
+    target = tl.Target.current()
+    return target.arch == "aarch64" and target.vector_bits > 128
+
+
 def cache_sizes() -> CacheSizes:
     """L1d / L2 / L3 bytes of the current target (the host's own, or the typical sizes of the
     family named with `-mcpu`)."""
