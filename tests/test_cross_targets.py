@@ -170,6 +170,19 @@ def _int8_conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
     return schedule_conv2d_nchw_int8(out), [d, k, out]
 
 
+def _dense_quantized() -> tuple[tl.Schedule, list[tl.Tensor]]:
+    """int4 weights with zero points, groups of 32, packed into the target's panels inside the
+    kernel (37 channels: a partial last panel)."""
+    from topi.nn.dense_quantized import dense_quantized
+    from topi.x86.dense_quantized import schedule_dense_quantized
+
+    d = tl.placeholder((3, 64), name="data")
+    w = tl.placeholder((37, 2, 16), "uint8", name="weight")
+    s, z = (tl.placeholder((37, 2), name=name) for name in ("scale", "zero"))
+    out = dense_quantized(d, w, s, z, bits=4, group_size=32)
+    return schedule_dense_quantized(out), [d, w, s, z, out]
+
+
 def _top_k() -> tuple[tl.Schedule, list[tl.Tensor]]:
     """The positions of the 5 largest of each row of 23 (rank reductions, a mixture of experts'
     routing)."""
@@ -197,6 +210,11 @@ def _reference(kernel, arrays: list[np.ndarray]) -> np.ndarray:
         return torch.nn.functional.conv2d(*map(torch.from_numpy, arrays), padding=1).numpy()
     if kernel is _row_sum:
         return arrays[0].sum(axis=1)
+    if kernel is _dense_quantized:
+        from topi.graph.llm.packing import PackedWeight
+
+        d, *packed = arrays
+        return (d @ PackedWeight(*packed, bits=4, group_size=32).dequantize().T).astype("float32")
     d, w = arrays
     wide = "int64" if d.dtype == np.uint8 else "float64"
     return (d.astype(wide) @ w.astype(wide).T).astype("int32" if wide == "int64" else "float32")
@@ -269,7 +287,8 @@ def test_tuning_for_another_architecture_fails_clearly_instead_of_timing_host_co
 
 # -- libraries run under qemu by the native runner ------------------------------------------
 
-KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d, _top_k]
+KERNELS = [_elementwise, _dense, _conv2d, _row_sum, _int8_dense, _int8_conv2d, _top_k,
+           _dense_quantized]
 
 
 def _inputs(tensors: list[tl.Tensor], rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 
 import topi.graph as tg
 from topi.graph.llm import quantize_weights
-from topi.graph.llm.packing import quantize_int4, quantize_int8
+from topi.graph.llm.packing import PackedWeight, quantize_int4, quantize_int8
 from topi.graph.llm.quantize_weights import READ_ONCE_ROWS
 
 CASES = [  # (rows, K, N, bits, group_size, zero_points)
@@ -168,3 +168,96 @@ def test_kernel_defaults_to_one_group_per_row(rng):
     got = np.zeros((1, 7), np.float32)
     f(data, packed.weight, packed.scale, got)
     np.testing.assert_allclose(got, data @ packed.dequantize().T, rtol=1e-5, atol=1e-5)
+
+
+def _quantize(weight: np.ndarray, bits: int, group_size: int | None,
+              zero_points: bool) -> PackedWeight:
+    return quantize_int8(weight, group_size) if bits == 8 else quantize_int4(
+        weight, group_size, zero_points)
+
+
+KINDS = [(8, None, False), (8, 32, False), (4, 32, False), (4, 128, True)]
+
+
+@pytest.mark.parametrize("bits,group_size,zero_points", KINDS)
+@pytest.mark.parametrize("n,rows", [(1, 16), (15, 16), (16, 16), (17, 16), (97, 32)])
+def test_panels_hold_the_weight_and_zeros_past_it(n, rows, bits, group_size, zero_points, rng):
+    """Panels of `rows` channels give back the (N, ...) weight; the channels past N are 0."""
+    packed = _quantize(rng.standard_normal((n, 256)).astype(np.float32), bits, group_size,
+                       zero_points)
+    panels = packed.panels(rows)
+    blocks = -(-n // rows)
+    assert panels.weight.shape == (blocks, *packed.weight.shape[1:], rows)
+    assert panels.scale.shape == (blocks, packed.scale.shape[1], rows)
+    back = panels.unpanel()
+    for ours, theirs in ((back.weight, packed.weight), (back.scale, packed.scale),
+                         (back.zero, packed.zero)):
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(np.moveaxis(panels.weight, -1, 1).reshape(
+        blocks * rows, -1)[n:], 0)
+
+
+#: Channels around a panel's width (32 on AVX-512 for so few channels, 16 on AVX2), and enough
+#: channels for the wide panels (64, 32): 1025 is 17 panels of 64 and one channel.
+EDGES = [(1, 31), (3, 32), (1, 33), (8, 47), (2, 1025)]
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("rows,n", EDGES)
+@pytest.mark.parametrize("bits,group_size,zero_points", KINDS)
+def test_panel_products_at_the_edges_of_panels(rows, n, bits, group_size, zero_points, target,
+                                               rng):
+    """The read-once kernel on channel counts around the panel width, one row of data and a
+    prefill's several, against numpy with the same dequantized weight."""
+    k = 256
+    g = tg.Graph()
+    x = g.input("x", (rows, k))
+    weight = rng.standard_normal((n, k)).astype(np.float32)
+    g.output(g.dense(x, g.constant(weight, "w")))
+    q = quantize_weights(g, bits, group_size, zero_points)
+    assert [node.op for node in q.ops] == ["dense_quantized"]
+    data = rng.standard_normal((rows, k)).astype(np.float32)
+    expected = data.astype(np.float64) @ _quantize(weight, bits, group_size,
+                                                   zero_points).dequantize().T
+    got = tg.build(q, target=target)(x=data)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("bits,group_size,zero_points", KINDS)
+def test_kernel_packs_its_panels_when_the_weight_is_an_input(bits, group_size, zero_points,
+                                                             rng):
+    """topi's dense_quantized on the (N, ...) layout packs the panels inside the kernel (a
+    weight that is no constant): 3 rows, 37 channels, K = 384."""
+    import tensorlang as tl
+    from topi.nn.dense_quantized import dense_quantized
+    from topi.x86.dense_quantized import schedule_dense_quantized
+
+    packed = _quantize(rng.standard_normal((37, 384)).astype(np.float32), bits, group_size,
+                       zero_points)
+    arrays = [a for a in (packed.weight, packed.scale, packed.zero) if a is not None]
+    data = rng.standard_normal((3, 384)).astype(np.float32)
+    tensors = [tl.placeholder(a.shape, str(a.dtype), name=f"in{i}") for i, a in
+               enumerate([data, *arrays])]
+    out = dense_quantized(*tensors[:3], tensors[3] if zero_points else None, bits, group_size)
+    f = tl.build(schedule_dense_quantized([out]), [*tensors, out])
+    got = np.zeros((3, 37), np.float32)
+    f(data, *arrays, got)
+    expected = data.astype(np.float64) @ packed.dequantize().T
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_bad_panels_are_refused():
+    import tensorlang as tl
+    from topi.nn.dense_quantized import dense_quantized_panels
+
+    x = tl.placeholder((1, 64), "float32", name="x")
+    w = tl.placeholder((2, 64, 16), "int8", name="w")
+    s = tl.placeholder((2, 1, 16), "float32", name="s")
+    with pytest.raises(ValueError, match="scale panels must be float32 \\(2, 2, 16\\)"):
+        dense_quantized_panels(x, w, s, group_size=32)
+    with pytest.raises(ValueError, match="weight panels must be uint8"):
+        dense_quantized_panels(x, w, s, bits=4, group_size=64)
+    with pytest.raises(ValueError, match="channels must be a positive int"):
+        dense_quantized_panels(x, w, s, channels=-3)
+    with pytest.raises(ValueError, match="weight panels must be int8 \\(1, 64, 16\\)"):
+        dense_quantized_panels(x, w, s, channels=9)

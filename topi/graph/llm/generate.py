@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..build import build
+import tensorlang as tl
+
 from ..aligned import aligned_read_only
+from ..build import build
 from .llama import LlamaConfig, Weight, build_llama_graph
-from .packing import PackedWeight
+from .packing import PackedWeight, WeightPanels
 from .quantize_weights import quantize_weight
 
 #: The position of cached rows that hold nothing (masked for every token).
@@ -97,7 +99,8 @@ class CausalLM:
         if not 2 <= max_length <= config.max_position_embeddings:
             raise ValueError(f"CausalLM: max_length must be in 2..{config.max_position_embeddings}"
                              f", got {max_length}")
-        shared = shared_weights(weights, bits, group_size)
+        with tl.Target(target):  # the target's panels
+            shared = shared_weights(weights, bits, group_size)
         modules = []
         for tokens in ("seq", 1):
             bounds = {"past": (1, _cache_rows(max_length))} | (
@@ -141,15 +144,17 @@ def shared_weights(weights: Mapping[str, Weight], bits: int | None = None,
                    group_size: int | None = None) -> dict[str, Weight]:
     """`weights` as the arrays every graph built from them reads in place (64-byte aligned,
     float32; copied only where they are not so), with `bits`, the projections (2-D weights but
-    the embedding, a gather) quantized (`quantize_weight`): the prefill and decode modules of a
-    `CausalLM` then hold one copy of the weights between them."""
+    the embedding, a gather) quantized (`quantize_weight`), quantized weights in the panels of
+    the current target (`WeightPanels`): the prefill and decode modules of a `CausalLM` then
+    hold one copy of the weights between them."""
     out: dict[str, Weight] = {}
     for key, weight in weights.items():
-        if isinstance(weight, PackedWeight):
+        if isinstance(weight, (PackedWeight, WeightPanels)):
+            panels = weight.panels() if isinstance(weight, PackedWeight) else weight
             out[key] = dataclasses.replace(
-                weight, weight=aligned_read_only(weight.weight),
-                scale=aligned_read_only(weight.scale),
-                zero=None if weight.zero is None else aligned_read_only(weight.zero))
+                panels, weight=aligned_read_only(panels.weight),
+                scale=aligned_read_only(panels.scale),
+                zero=None if panels.zero is None else aligned_read_only(panels.zero))
             continue
         weight = aligned_read_only(np.asarray(weight, np.float32))
         projection = bits is not None and weight.ndim == 2 and key != "token_embd"

@@ -14,7 +14,7 @@ It returns the last token's logits (1, vocab) (or every token's with `all_logits
 layer, the new tokens' keys (after the rotation) and values (tokens, kv heads, head dim), which
 the caller appends to its cache (`generate.CausalLM`). Weights are named as in GGUF (`blk.{i}.
 attn_q`, ...) with Q and K rows in the rotate-half order of Hugging Face's checkpoints; a value
-is a float array (N, K) or a `PackedWeight`.
+is a float array (N, K), a `PackedWeight` or its `WeightPanels`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import numpy as np
 from ..aligned import aligned_read_only
 from ..graph import Graph, Node
 from . import ops  # noqa: F401  (rms_norm)
-from .packing import PackedWeight
+from .packing import PackedWeight, WeightPanels
 from .quantize_weights import pack_dense
 
-Weight = np.ndarray | PackedWeight
+Weight = np.ndarray | PackedWeight | WeightPanels
 #: Added to the attention scores of keys after the query (a finite -inf: exp gives exactly 0).
 MASKED = -1e30
 
@@ -88,7 +88,7 @@ class _Builder:
 
     def linear(self, x: Node, key: str) -> Node:
         weight = self.weights[key]
-        if isinstance(weight, PackedWeight):
+        if isinstance(weight, (PackedWeight, WeightPanels)):
             out = pack_dense(self.g, x, weight, self.g.unique_name(key))
         else:
             out = self.g.dense(x, self.const(key))

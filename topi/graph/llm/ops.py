@@ -7,30 +7,33 @@ from __future__ import annotations
 import numpy as np
 
 from ... import x86
-from ...nn.dense_quantized import dense_dequantized, dense_quantized
+from ...nn.dense_quantized import dense_dequantized, dense_quantized_panels
 from ...nn.rms_norm import rms_norm
 from ...x86.dense_quantized import schedule_dense_quantized
 from ..ops import OpPattern, register_op
-from .packing import PackedWeight
+from .packing import WeightPanels
 
 
-def _dense_quantized(data, weight, scale, zero=None, bits=8, group_size=None):
-    return dense_quantized(data, weight, scale, zero, bits, group_size)
+def _dense_quantized(data, weight, scale, zero=None, bits=8, group_size=None, channels=None):
+    return dense_quantized_panels(data, weight, scale, zero, bits, group_size, channels)
 
 
 def _dense_quantized_reference(data: np.ndarray, weight: np.ndarray, scale: np.ndarray,
                                zero: np.ndarray | None = None, bits: int = 8,
-                               group_size: int | None = None) -> np.ndarray:
-    packed = PackedWeight(weight, scale, zero, bits, group_size or data.shape[1])
-    return (data.astype(np.float64) @ packed.dequantize().T.astype(np.float64)).astype(np.float32)
+                               group_size: int | None = None,
+                               channels: int | None = None) -> np.ndarray:
+    panels = WeightPanels(weight, scale, zero, bits, group_size or data.shape[1],
+                          channels or weight.shape[0] * weight.shape[-1])
+    return (data.astype(np.float64) @ panels.dequantize().T.astype(np.float64)).astype(np.float32)
 
 
-def _dense_dequantized(data, weight, scale, zero=None, bits=8, group_size=None):
-    return dense_dequantized(data, weight, scale, zero, bits, group_size)
+def _dense_dequantized(data, weight, scale, zero=None, bits=8, group_size=None, channels=None):
+    return dense_dequantized(data, weight, scale, zero, bits, group_size, channels)
 
 
-#: data (M, K) float32 x packed weight, scales[, zero points] -> (M, N) float32: for a few rows
-#: (decode), the weight dequantized in the inner loop; for many, in a GEMM's panel packing.
+#: data (M, K) float32 x weight panels, scale panels[, zero point panels] -> (M, channels)
+#: float32: for a few rows (decode), the weight dequantized in the inner loop; for many, in a
+#: GEMM's panel packing.
 register_op("dense_quantized", _dense_quantized, schedule_dense_quantized, OpPattern.OUT_FUSABLE,
             reference=_dense_quantized_reference)
 register_op("dense_dequantized", _dense_dequantized, x86.schedule_dense, OpPattern.OUT_FUSABLE,

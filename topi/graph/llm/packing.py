@@ -5,6 +5,9 @@ output channel). int4: (N, K // 32, 16) uint8, two nibbles a byte in GGUF Q4_0's
 scales per group and, asymmetric, a zero point per group (a float holding an integer 0..15);
 symmetric int4 centres on 8. GGUF's Q8_0 and Q4_0 blocks are these forms with group 32: their
 bytes are reinterpreted, nothing is re-quantized.
+
+`WeightPanels` is a `PackedWeight` rearranged into the panels of output channels that the
+kernels read (`topi.nn.quantized_panels`): what the graphs hold, one copy for every module.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...nn.dense_quantized import INT4_BLOCK, INT4_MIDPOINT
+from ...nn.quantized_panels import panel_rows
+from ..aligned import aligned_copy
 
 #: The GGUF block size of Q8_0 and Q4_0 (elements per f16 scale).
 GGUF_BLOCK = 32
@@ -39,6 +44,55 @@ class PackedWeight:
             zero = self.zero if self.zero is not None else np.full_like(self.scale, INT4_MIDPOINT)
         scale = np.repeat(self.scale, self.group_size, axis=1)
         return (values - np.repeat(zero, self.group_size, axis=1)) * scale
+
+    def panels(self, rows: int | None = None) -> WeightPanels:
+        """This weight in panels of `rows` output channels (default: `panel_rows` of the
+        current target), channels past N zero."""
+        n = self.weight.shape[0]
+        rows = rows or panel_rows(n)
+        blocks = -(-n // rows)
+
+        def panel(values: np.ndarray | None) -> np.ndarray | None:
+            """(N, ...) -> (blocks, ..., rows)."""
+            if values is None:
+                return None
+            padded = np.zeros((blocks * rows, *values.shape[1:]), values.dtype)
+            padded[:n] = values
+            grouped = padded.reshape(blocks, rows, *values.shape[1:])
+            return aligned_copy(np.moveaxis(grouped, 1, -1))
+
+        return WeightPanels(panel(self.weight), panel(self.scale), panel(self.zero), self.bits,
+                            self.group_size, n)
+
+
+@dataclass(frozen=True)
+class WeightPanels:
+    """A `PackedWeight` in panels of output channels: `weight` (blocks, K, rows) int8 or
+    (blocks, K // 32, 16, rows) uint8, `scale` and `zero` (blocks, groups, rows), of which the
+    first `channels` channels are the weight's."""
+
+    weight: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray | None
+    bits: int
+    group_size: int
+    channels: int
+
+    def unpanel(self) -> PackedWeight:
+        """The weight in its (N, ...) form."""
+
+        def rows(values: np.ndarray | None) -> np.ndarray | None:
+            if values is None:
+                return None
+            flat = np.moveaxis(values, -1, 1)
+            return flat.reshape(-1, *flat.shape[2:])[:self.channels]
+
+        return PackedWeight(rows(self.weight), rows(self.scale), rows(self.zero), self.bits,
+                            self.group_size)
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 (channels, K) weight these stand for (the reference the kernels match)."""
+        return self.unpanel().dequantize()
 
 
 def _groups(weight: np.ndarray, group_size: int, bits: int) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Weight-only quantization of a float graph: `quantize_weights(g, bits, group_size)`.
 
 Every `dense` and 2-D-weight `matmul` with a constant float32 weight reads the weight packed
-(int8, or int4 two to a byte) with its group scales, dequantized inside the product's kernel, so
+(int8, or int4 two to a byte) with its group scales, in panels of output channels (the layout
+the kernels stream, `WeightPanels`), dequantized inside the product's kernel, so
 a model's weights take a quarter (int8) or an eighth plus scales (int4) of the bytes to stream:
 `dense_quantized` (dequantized in the inner loop) for a few rows of data, `dense_dequantized` (a
 GEMM dequantizing its weight panels) for many or a symbolic count. Activations stay float32;
@@ -19,7 +20,7 @@ from ..graph import Graph, Node, NodeKind
 from ..passes.common import rewrite
 from ..passes.dead_code import remove_dead_nodes
 from . import ops  # noqa: F401  (registers dense_quantized)
-from .packing import PackedWeight, quantize_int4, quantize_int8
+from .packing import PackedWeight, WeightPanels, quantize_int4, quantize_int8
 
 #: The default group of int4 (int8 defaults to one scale per output channel).
 INT4_GROUP = 32
@@ -43,23 +44,25 @@ def _weight_nk(node: Node, inputs: Sequence[Node]) -> np.ndarray | None:
     return None
 
 
-def pack_dense(out: Graph, data: Node, packed: PackedWeight, name: str) -> Node:
+def pack_dense(out: Graph, data: Node, packed: PackedWeight | WeightPanels, name: str) -> Node:
     """`data` (..., K) times the packed weight, as `dense_quantized` or `dense_dequantized`
-    (module docstring) on its rows."""
+    (module docstring) on its rows, the weight held in panels (`WeightPanels`; a
+    `PackedWeight` is arranged so here)."""
+    panels = packed if isinstance(packed, WeightPanels) else packed.panels()
     leading = data.shape[:-1]
     rows = data if len(data.shape) == 2 else out.reshape(
         data, (math.prod(leading), data.shape[-1]), name=f"{name}__rows")
-    inputs = [out.constant(packed.weight, f"{name}__q{packed.bits}", share=True),
-              out.constant(packed.scale, f"{name}__scale", share=True)]
-    if packed.zero is not None:
-        inputs.append(out.constant(packed.zero, f"{name}__zero", share=True))
+    inputs = [out.constant(panels.weight, f"{name}__q{panels.bits}", share=True),
+              out.constant(panels.scale, f"{name}__scale", share=True)]
+    if panels.zero is not None:
+        inputs.append(out.constant(panels.zero, f"{name}__zero", share=True))
     few = isinstance(rows.shape[0], int) and rows.shape[0] <= READ_ONCE_ROWS
     op = "dense_quantized" if few else "dense_dequantized"
-    result = out.apply(op, rows, *inputs, bits=packed.bits,
-                       group_size=packed.group_size, name=name if len(leading) == 1 else None)
+    result = out.apply(op, rows, *inputs, bits=panels.bits, group_size=panels.group_size,
+                       channels=panels.channels, name=name if len(leading) == 1 else None)
     if len(leading) == 1:
         return result
-    return out.reshape(result, (*leading, packed.weight.shape[0]), name=name)
+    return out.reshape(result, (*leading, panels.channels), name=name)
 
 
 def quantize_weight(weight: np.ndarray, bits: int, group_size: int | None = None,
