@@ -53,9 +53,9 @@ def _softmax_parts(x: tl.Tensor, axis: int, what: str) -> tuple[int, tl.Tensor, 
 
 
 #: Where exp(x - max) is taken as exp(EXP_FLOOR): exp(-87) = 1.6e-38, nothing next to the row's
-#: sum (>= 1), and inside the range where libmvec's vector expf is one polynomial; below it,
-#: glibc computes every such lane by a scalar call. A causal or padding mask adds the dtype's
-#: most negative value to half the scores: GPT-2's softmax ran 4x slower for it.
+#: sum (>= 1). A causal or padding mask adds the dtype's most negative value to half the
+#: scores; a vector math library's expf computed each such lane by a scalar call (GPT-2's
+#: softmax ran 4x slower for it), and scalar code still calls one.
 EXP_FLOOR = -87.0
 
 
