@@ -330,8 +330,9 @@ def _space_candidates(extent: int, inner_choices: Sequence[int]) -> list[list[in
 
 
 def _inner_choices(extent: int, vector: bool, lanes: int) -> list[int]:
-    """Register-block sizes of an axis: whole vectors (or a divisor near a vector) along the
-    vectorized axis, up to 8 rows along the others."""
+    """Register-block sizes of an axis: whole vectors along the vectorized axis (the last block
+    partial where they do not divide it; one short vector for an axis shorter than a vector),
+    up to 8 rows along the others."""
     if not vector:
         return [d for d in _divisors(extent) if d <= 8]
     most = MAX_BLOCK_VECTORS if SketchState.registers() >= 32 else 2
