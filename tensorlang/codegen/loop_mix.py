@@ -5,18 +5,21 @@ What register blocking buys shows in the inner loop before any device runs it: h
 FMAs each loaded byte feeds (a 6 x 4 block of 128-bit accumulators fed by 4 vector loads and 6
 broadcasts), and whether accumulators were spilled to the stack or kept there (a register
 block left in a stack buffer). `inner_loops(asm, target)` finds the innermost loops (a label and
-the last branch back to it, with no loop inside) and counts each one's instructions;
-`inner_loop_mix` takes the one with the most vector FMAs.
+the last branch back to it, with no loop inside and no other loop's label: LLVM may place an
+outer loop's latch before its body, then the branch back to it spans the latch of its inner loop
+and none of that loop's body) and counts each one's instructions; `inner_loop_mix` takes the one
+with the most vector FMAs.
 
-A stack reference is a fixed slot of the stack (a constant offset, no index register: where
-spills, reloads and a block of accumulators kept in memory live) addressed from the stack
-pointer, from the frame pointer in a function that sets one up (`%rbp`, `x29`, `s0`; elsewhere
-that register is one more general register and the addresses based on it are data), or from a
-register that holds only stack addresses (set from the stack pointer, stepped by constants) and
-that the loop does not step; and, in a loop of FMAs, a store into an array on the stack (a
-block of accumulators that a loop over blocks keeps in memory). A loop reading an array that
-lives on the stack (a packed operand of a kernel run on the calling thread) reads data there, as
-it would from the heap: no stack reference.
+A stack reference is a fixed slot of the stack (a constant offset, no index register, which
+RVV's gathers and strided loads name in an operand of their own: where spills, reloads and a
+block of accumulators kept in memory live) addressed from the stack pointer, from the frame
+pointer in a function that sets one up (`%rbp`, `x29`, `s0`; elsewhere that register is one
+more general register and the addresses based on it are data), or from a register that holds
+only stack addresses (set from the stack pointer, stepped by constants) and that the loop does
+not step; and, in a loop of FMAs, a store into an array on the stack (a block of accumulators
+that a loop over blocks keeps in memory). A loop reading an array that lives on the stack (a
+packed operand of a kernel run on the calling thread) reads data there, as it would from the
+heap: no stack reference.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ _STACK = {
 #: the line comment of each architecture's assembly (`#` starts an immediate on aarch64)
 _COMMENT = {"x86_64": "#", "aarch64": "//", "riscv64": "#"}
 _LABEL = re.compile(r"^([.\w$]+):")
+#: RVV's indexed (gathers, scatters) and strided vector loads and stores
+_INDEXED_RVV = re.compile(r"^v[ls](?:[ou]xei|se)\d+\.v$")
 _BRANCH = {
     "x86_64": re.compile(r"^j\w+\s+([.\w$]+)"),
     "aarch64": re.compile(r"^(?:b(?:\.\w+)?|cbn?z|tbn?z)\s+(?:\w+,\s*)*(?:#\d+,\s*)?([.\w$]+)$"),
@@ -164,6 +169,13 @@ def _stack_patterns(arch: str, bases: set[str], loop: list[str]) -> tuple[re.Pat
             re.compile("|".join(anywhere.format(reg=re.escape(r)) for r in sorted(bases))))
 
 
+def _indexed(arch: str, op: str) -> bool:
+    """Whether a vector access adds an index or stride register to its base (RVV names them in
+    operands of their own: `vluxei64.v v8, (a4), v16`, `vlse32.v v8, (a4), a5`): an array's
+    elements, not a fixed slot."""
+    return arch == "riscv64" and _INDEXED_RVV.match(op) is not None
+
+
 def _stores(arch: str, op: str, operands: str) -> bool:
     """Whether an instruction writes memory (its memory operand is the destination)."""
     if arch == "x86_64":
@@ -183,7 +195,8 @@ def inner_loops(asm: str, target: Target) -> list[LoopMix]:
         if m and labels.get(m.group(1), end + 1) <= end:
             loops.append((labels[m.group(1)], end))
     innermost = [(a, b) for a, b in loops
-                 if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+                 if not any((a <= c and d <= b or a < c <= b) and (c, d) != (a, b)
+                            for c, d in loops)]
     starts = _function_starts(lines) + [(len(lines), "")]
     found = []
     for start, end in innermost:
@@ -224,7 +237,7 @@ def _count(body: list[str], arch: str, vector_bytes: int,
         nbytes = _load_bytes(arch, op, operands, vector_bytes)
         loads += nbytes > 0
         loaded += nbytes
-        if fixed.search(operands):
+        if fixed.search(operands) and not _indexed(arch, op):
             stack_refs += 1
         elif anywhere.search(operands) and _stores(arch, op, operands):
             array_stores += 1
@@ -238,8 +251,9 @@ def spills(asm: str, target: Target) -> int:
     total = 0
     for begin, end in zip([0, *starts[1:]], [*starts[1:], len(lines)]):
         stack, _ = _stack_patterns(arch, _stack_bases(lines[begin:end], arch), [])
-        total += sum(bool(stack.search(line.replace("\t", " ").partition(" ")[2]))
-                     for line in lines[begin:end])
+        for line in lines[begin:end]:
+            op, _, operands = line.replace("\t", " ").partition(" ")
+            total += bool(stack.search(operands)) and not _indexed(arch, op)
     return total
 
 
