@@ -8,8 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import tensorlang as tl
+
 from .buckets import BucketedTask
-from .measure import MeasureOption
+from .measure import LocalRunner, MeasureOption
 from .progress import Progress
 from .record import Record, load_records, log_to_file
 from .result import MeasureErrorNo, MeasureInput, MeasureResult, gflops
@@ -147,6 +149,7 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner | None = None,
                             callbacks=callbacks, seed=seed, progress=progress,
                             history=history, remeasure_top=remeasure_top,
                             remeasure_rounds=remeasure_rounds)
+    _check_runs_here(task, measure_option)
     t = _resumed(_make_tuner(task, tuner, seed), log_file, history)
     already = t.trial_count
     todo = max(0, trials - already)
@@ -171,6 +174,20 @@ def tune(task: Task, trials: int = 1000, tuner: str | Tuner | None = None,
     if t.best_result is None:
         watch.raise_if_all_failed_alike(task)
     return _result(t)
+
+
+def _check_runs_here(task: Task, measure_option: MeasureOption | MeasureFn | None) -> None:
+    """Refuse at once a task for another architecture measured by this machine (the default
+    runner): every trial would fail, or, worse, time code compiled for the host in its place."""
+    runner = measure_option.runner if isinstance(measure_option, MeasureOption) else None
+    if measure_option is not None and not isinstance(runner, LocalRunner):
+        return
+    arch, here = tl.Target(task.target).arch, tl.Target("llvm").arch
+    if arch != here:
+        raise TuningError(f"{task.name} is compiled for {arch} ({task.target}) and this "
+                          f"machine ({here}) cannot run it: measure it with "
+                          "autotune.DeviceRunner on such a device, or a DaskRunner with a "
+                          "worker there")
 
 
 def remeasure(task: Task, log_file: str | os.PathLike[str],
