@@ -172,13 +172,17 @@ def _int8_conv2d() -> tuple[tl.Schedule, list[tl.Tensor]]:
 
 def _dense_quantized() -> tuple[tl.Schedule, list[tl.Tensor]]:
     """int4 weights with zero points, groups of 32, packed into the target's panels inside the
-    kernel (37 channels: a partial last panel)."""
+    kernel (37 channels: a partial last panel); float16 scales and zero points where the panels
+    of `quantize_weights` hold them so (not RVV: `packing.HALF_BY_LIBRARY`)."""
+    from topi.graph.llm.packing import HALF_BY_LIBRARY
     from topi.nn.dense_quantized import dense_quantized
     from topi.x86.dense_quantized import schedule_dense_quantized
 
+    half = tl.Target.current().arch not in HALF_BY_LIBRARY
     d = tl.placeholder((3, 64), name="data")
     w = tl.placeholder((37, 2, 16), "uint8", name="weight")
-    s, z = (tl.placeholder((37, 2), name=name) for name in ("scale", "zero"))
+    s, z = (tl.placeholder((37, 2), "float16" if half else "float32", name=name)
+            for name in ("scale", "zero"))
     out = dense_quantized(d, w, s, z, bits=4, group_size=32)
     return schedule_dense_quantized(out), [d, w, s, z, out]
 

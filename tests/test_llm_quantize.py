@@ -63,6 +63,35 @@ def test_quantization_error_within_half_a_step(bits, group_size, zero_points, rn
     assert np.all(np.abs(packed.dequantize() - weight) <= step / 2 + 1e-6)
 
 
+@pytest.mark.parametrize("bits,group_size,zero_points,stored", [
+    (8, None, False, np.float32), (8, 32, False, np.float16), (4, 32, False, np.float16),
+    (4, 128, True, np.float16)])
+def test_group_scales_are_float16_where_they_fit(bits, group_size, zero_points, stored, rng):
+    """Scales of groups within a row are float16 (GGUF's bytes per group), rounded up so that no
+    value clips; a scale that is no normal float16 keeps the weight's scales float32."""
+    weight = rng.standard_normal((11, 256)).astype(np.float32)
+    packed = _quantize(weight, bits, group_size, zero_points)
+    assert packed.scale.dtype == stored
+    assert packed.zero is None or packed.zero.dtype == stored
+    if stored == np.float16:
+        tiny = weight.copy()
+        tiny[3, :group_size] *= 1e-6  # a scale under float16's normal range
+        assert _quantize(tiny, bits, group_size, zero_points).scale.dtype == np.float32
+
+
+def test_panels_widen_float16_scales_for_riscv(rng):
+    """RVV code converts float16 through library calls that exported libraries lack: panels
+    built for it hold float32 scales and zero points (the same values)."""
+    import tensorlang as tl
+
+    packed = quantize_int4(rng.standard_normal((5, 64)).astype(np.float32), 32, True)
+    with tl.Target("llvm -mtriple=riscv64-linux-gnu -mattr=+v,+f,+d"):
+        panels = packed.panels()
+    assert panels.scale.dtype == panels.zero.dtype == np.float32
+    np.testing.assert_array_equal(panels.dequantize(), packed.dequantize())
+    assert packed.panels().scale.dtype == np.float16  # the host
+
+
 def test_symbolic_rows_take_the_gemm(rng):
     """Rows of symbolic count (a prompt) run the GEMM that dequantizes its panels, at any count
     within the bounds."""
@@ -253,7 +282,7 @@ def test_bad_panels_are_refused():
     x = tl.placeholder((1, 64), "float32", name="x")
     w = tl.placeholder((2, 64, 16), "int8", name="w")
     s = tl.placeholder((2, 1, 16), "float32", name="s")
-    with pytest.raises(ValueError, match="scale panels must be float32 \\(2, 2, 16\\)"):
+    with pytest.raises(ValueError, match="scale panels must be float32 or float16 \\(2, 2"):
         dense_quantized_panels(x, w, s, group_size=32)
     with pytest.raises(ValueError, match="weight panels must be uint8"):
         dense_quantized_panels(x, w, s, bits=4, group_size=64)

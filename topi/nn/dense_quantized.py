@@ -28,8 +28,8 @@ stage (tag `TAG`) runs over whole panels; the (M, N) output reads its first N ch
 GEMM whose weight panels are dequantized as they are packed, once per call instead of once per
 row.
 
-`scale` (and `zero`) are float32 (N, K // group_size), in panels (blocks, K // group_size,
-rows).
+`scale` (and `zero`) are float32 or float16 (N, K // group_size), in panels (blocks,
+K // group_size, rows); the kernel widens them to float32.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ DATA_SUMS_TAG = "dense_quantized_data_sums"
 INT4_BLOCK = 32
 #: The zero point of symmetric int4 (the nibble that means 0).
 INT4_MIDPOINT = 8
+#: The types of scales and zero points (float16 as GGUF's blocks hold them).
+SCALE_TYPES = "float32 or float16"
 
 
 def _check_data(data: tl.Tensor, bits: int, group_size: int | None) -> tuple[object, int, int]:
@@ -72,11 +74,12 @@ def _check_data(data: tl.Tensor, bits: int, group_size: int | None) -> tuple[obj
 
 
 def _expect(name: str, t: tl.Tensor | None, shape: tuple, dtype: str) -> None:
-    """A ValueError unless `t` (if given) is a `dtype` tensor of static `shape`."""
+    """A ValueError unless `t` (if given) is a tensor of static `shape` and of `dtype` (one of
+    its words: "float32 or float16")."""
     if t is None:
         return
     check_tensor(t, f"dense_quantized {name}")
-    if tuple(static_dim(d) for d in t.shape) != shape or t.dtype != dtype:
+    if tuple(static_dim(d) for d in t.shape) != shape or t.dtype not in dtype.split(" or "):
         raise ValueError(f"dense_quantized: {name} must be {dtype} {shape}, got {t.dtype} "
                          f"{tuple(t.shape)}")
 
@@ -94,8 +97,8 @@ def _check(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor, zero: tl.Tensor
     check_tensor(weight, "dense_quantized weight")
     n = static_dim(weight.shape[0])
     _expect("weight", weight, (n, *_weight_shape(bits, k)), "int8" if bits == 8 else "uint8")
-    _expect("scale", scale, (n, k // group_size), "float32")
-    _expect("zero", zero, (n, k // group_size), "float32")
+    _expect("scale", scale, (n, k // group_size), SCALE_TYPES)
+    _expect("zero", zero, (n, k // group_size), SCALE_TYPES)
     if zero is not None and bits == 8:
         raise ValueError("dense_quantized: int8 weights are symmetric (no zero points)")
     return m, k, n, group_size
@@ -113,8 +116,8 @@ def _check_panels(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor, zero: tl
         raise ValueError(f"dense_quantized: channels must be a positive int, got {channels!r}")
     _expect("weight panels", weight, (blocks, *_weight_shape(bits, k), rows),
             "int8" if bits == 8 else "uint8")
-    _expect("scale panels", scale, (blocks, k // group_size, rows), "float32")
-    _expect("zero panels", zero, (blocks, k // group_size, rows), "float32")
+    _expect("scale panels", scale, (blocks, k // group_size, rows), SCALE_TYPES)
+    _expect("zero panels", zero, (blocks, k // group_size, rows), SCALE_TYPES)
     if zero is not None and bits == 8:
         raise ValueError("dense_quantized: int8 weights are symmetric (no zero points)")
     return m, k, rows, group_size
@@ -162,15 +165,17 @@ def dense_quantized_panels(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
         sums = tl.compute((m, padded), lambda i, j: tl.sum(
             data[i, k_axis] * weight[j // rows, k_axis, j % rows].astype("float32"),
             axis=k_axis), name="dense_quantized", tag=TAG, attrs=attrs)
-        return tl.compute((m, channels), lambda i, j: sums[i, j] * scale[j // rows, 0, j % rows],
-                          name="dense_quantized_scaled", tag="elemwise")
+        return tl.compute((m, channels), lambda i, j: sums[i, j] * scale[
+            j // rows, 0, j % rows].astype("float32"), name="dense_quantized_scaled",
+            tag="elemwise")
     sums = _group_sums(data, weight, bits, group_size)
     offset = None
     if bits == 4:
         data_sums = _data_group_sums(data, group_size)
 
         def offset(i, g, b, r):
-            mid = zero[b, g, r] if zero is not None else tl.const(INT4_MIDPOINT, "float32")
+            mid = zero[b, g, r].astype("float32") if zero is not None else \
+                tl.const(INT4_MIDPOINT, "float32")
             return mid * data_sums[i, g]
 
     g = tl.reduce_axis((0, k // group_size), name="g")
@@ -178,7 +183,7 @@ def dense_quantized_panels(data: tl.Tensor, weight: tl.Tensor, scale: tl.Tensor,
     def product(i, j):
         b, r = j // rows, j % rows
         value = sums[i, g, j] if offset is None else sums[i, g, j] - offset(i, g, b, r)
-        return tl.sum(scale[b, g, r] * value, axis=g)
+        return tl.sum(scale[b, g, r].astype("float32") * value, axis=g)
 
     out = tl.compute((m, padded), product, name="dense_quantized", tag=TAG, attrs=attrs)
     if padded == channels:
@@ -232,12 +237,14 @@ def dequantize_panels(weight: tl.Tensor, scale: tl.Tensor, zero: tl.Tensor | Non
 
     def value(j, kk):
         b, r, g = j // rows, j % rows, kk // group_size
+        step = scale[b, g, r].astype("float32")
         if bits == 8:
-            return weight[b, kk, r].astype("float32") * scale[b, g, r]
+            return weight[b, kk, r].astype("float32") * step
         byte = weight[b, kk // INT4_BLOCK, kk % (INT4_BLOCK // 2), r].astype("int32")
         nibble = tl.if_then_else(kk % INT4_BLOCK < INT4_BLOCK // 2, byte & 15, byte // 16)
-        mid = zero[b, g, r] if zero is not None else tl.const(INT4_MIDPOINT, "float32")
-        return (nibble.astype("float32") - mid) * scale[b, g, r]
+        mid = zero[b, g, r].astype("float32") if zero is not None else \
+            tl.const(INT4_MIDPOINT, "float32")
+        return (nibble.astype("float32") - mid) * step
 
     return tl.compute((channels, k), value, name="dequantized_weight", tag="injective")
 

@@ -5,8 +5,8 @@ The metadata gives the shape (`{arch}.block_count`, `embedding_length`, `attenti
 `attention.head_count_kv`, `rope.freq_base`, `attention.layer_norm_rms_epsilon`,
 `context_length`, `feed_forward_length`), the tensors the weights under the names that
 `llama.build_llama_graph` reads. Q8_0 and Q4_0 tensors stay quantized: their blocks are
-exactly the packed int8 / int4 forms of `dense_quantized` with groups of 32 (the f16 scales
-widened to float32); F32 and F16 tensors become float32, and tensors of other block types are
+exactly the packed int8 / int4 forms of `dense_quantized` with groups of 32 (their f16 scales
+kept); F32 and F16 tensors become float32, and tensors of other block types are
 dequantized to float32 by the gguf package. The token embedding, a gather, is always float32.
 
 llama.cpp's converter permutes the rows of a llama model's Q and K weights (its rotation pairs
