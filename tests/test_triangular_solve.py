@@ -48,7 +48,7 @@ def test_every_form_matches_pytorch(upper, left, unitriangular):
     check(Solve(upper, left, unitriangular), a, b, rtol=1e-4)
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 16, 64])
+@pytest.mark.parametrize("n", [1, 7, 64])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sizes_and_dtypes(n, dtype):
     a = triangular((3, n, n), dtype, seed=n)
