@@ -45,6 +45,7 @@ void tl_set_num_threads(int n);
 void *tl_aligned_alloc(int64_t size);
 void tl_free(void *ptr);
 double tl_time_packed(void (*fn)(int64_t *), int64_t *args, int number);
+void tl_run_packed(int64_t *desc);
 void *tl_half_helper(int which);
 void tl_copy_box(void *dst, const void *src, const int64_t *desc);
 """

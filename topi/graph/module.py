@@ -86,6 +86,7 @@ class Module(ModelBase):
                 self._calls.append((fn, argv, None))
         self._bindings = find_bindings(graph, plan, buffers, self._calls,
                                        [s.arrays for s in steps if target.runs_here])
+        self._runs = batched_calls(self._calls)
 
     @property
     def kernels(self) -> int:
@@ -129,7 +130,7 @@ class Module(ModelBase):
                 if where is not None:
                     sites.point_at(where)
                     moved.append(sites)
-            for fn, argv, checked in self._calls:
+            for fn, argv, checked in self._runs:
                 if checked is None:
                     fn(argv)
                 else:
@@ -182,6 +183,35 @@ class Module(ModelBase):
         return (f"topi.graph.Module({ins}) -> ({outs}): {len(self.steps)} kernel calls, "
                 f"{self.kernels} distinct kernels, arena {self.plan.arena_bytes / 2**20:.2f} MiB, "
                 f"target {self.target}")
+
+
+def batched_calls(calls: Sequence[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """`calls` (fn, argv, checked: None for a packed call) with each run of consecutive packed
+    calls joined into one packed call of the runtime's `tl_run_packed`, which makes them in
+    native code (one crossing from Python per run, not per kernel). A run reads its calls'
+    argument arrays where they lie, so it follows slots that bindings point elsewhere; `calls`
+    keeps those arrays alive."""
+    ffi, lib = native().ffi, native().lib
+    run_all = ffi.cast("void (*)(int64_t *)", ffi.addressof(lib, "tl_run_packed"))
+    out: list[tuple[Any, Any, Any]] = []
+    run: list[tuple[Any, Any, Any]] = []
+
+    def close_run() -> None:
+        if len(run) > 1:
+            pointers = [int(ffi.cast("intptr_t", p)) for fn, argv, _ in run for p in (fn, argv)]
+            out.append((run_all, ffi.new("int64_t[]", [len(run), *pointers]), None))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for call in calls:
+        if call[2] is None:
+            run.append(call)
+        else:
+            close_run()
+            out.append(call)
+    close_run()
+    return out
 
 
 def profile_calls(calls: Sequence[tuple[Any, Any, Any]], steps: Sequence[Step],

@@ -25,7 +25,7 @@ from ..symbolic import evaluate_shape, free_vars
 from .bindings import address
 from .graph import Graph, Node, NodeKind
 from .model_io import ModelBase, TensorInfo, bind_sizes, check_inputs, random_inputs
-from .module import Step, profile_calls
+from .module import Step, batched_calls, profile_calls
 from .passes import MemoryPlan, plan_memory
 
 #: How many sizes keep their prepared calls.
@@ -40,6 +40,7 @@ class _Prepared:
     output_buffers: list[np.ndarray]
     calls: list[tuple[Any, Any, Any]]
     keep: list[Any]
+    runs: list[tuple[Any, Any, Any]]  # `calls` batched (module.batched_calls)
 
 
 class SymbolicModule(ModelBase):
@@ -139,7 +140,7 @@ class SymbolicModule(ModelBase):
             keep.append(arrays)
         prepared = _Prepared(arena, plan, [views[i.name] for i in self.inputs],
                              [n.value if n.kind is NodeKind.CONSTANT else views[n.name]
-                              for n in self.graph.outputs], calls, keep)
+                              for n in self.graph.outputs], calls, keep, batched_calls(calls))
         self._prepared[key] = prepared
         if len(self._prepared) > SIZE_CACHE:
             self._prepared.popitem(last=False)
@@ -157,7 +158,7 @@ class SymbolicModule(ModelBase):
             self._by_shapes[shapes] = prepared
         for buffer, value in zip(prepared.input_buffers, arrays):
             np.copyto(buffer, value)
-        for fn, argv, checked in prepared.calls:
+        for fn, argv, checked in prepared.runs:
             if checked is None:
                 fn(argv)
             else:
