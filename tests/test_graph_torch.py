@@ -318,6 +318,22 @@ def test_layers_masking_with_their_own_fill_values_share_one_folded_mask():
     assert len(masks) == 1, [n.name for n in masks]
 
 
+def test_layers_sharing_a_mask_with_empty_rows_share_one_folded_mask():
+    """A padded batch's mask hides every key from some queries; the layers that share it share
+    one mask made safe for those rows, not one per layer."""
+    mask = torch.ones(2, 1, 7, 7, dtype=torch.bool).tril()
+    mask[1, :, :2] = False
+
+    def fn(x):
+        for _ in range(3):
+            x = torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=mask)
+        return x
+
+    g = check(Lambda(fn), (2, 2, 7, 7))
+    masks = [n for n in g.nodes if n.op == "constant" and n.shape[-2:] == (7, 7)]
+    assert len(masks) == 1, [n.name for n in masks]
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: torch.nn.functional.pad(x, (1, 2, 0, 3), value=0.5),
     lambda x: torch.nn.functional.pad(x, (-1, 2, 1, -2)),

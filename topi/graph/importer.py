@@ -148,6 +148,7 @@ class GraphWriter:
         self._constants: dict[tuple, tuple[np.ndarray, Node]] = {}
         self._array_names: dict[int, tuple[np.ndarray, str]] = {}
         self._folds: dict[tuple, tuple[list[weakref.ref], weakref.ref]] = {}
+        self._rows_seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def named_array(self, array: np.ndarray, name: str) -> np.ndarray:
         """`array`, remembered under the source model's `name` (a weight's graph constant is
@@ -403,8 +404,7 @@ class GraphWriter:
             attends = mask if mask.dtype == bool else ~np.isneginf(mask)
             dead = ~attends.any(axis=-1, keepdims=True)
             if dead.any():
-                mask = np.where(dead, np.zeros((), mask.dtype) if mask.dtype != bool else True,
-                                mask)
+                mask = self._rows_seeing_all(mask, dead)
                 keep = (~dead).astype(dtype_of(q))
         if blocks is None:
             out = self._attend(q, k, v, mask, scale)
@@ -412,6 +412,18 @@ class GraphWriter:
             out = self.op("concatenate", *(self._attend_block(q, k, v, mask, scale, b)
                                            for b in blocks), axis=len(sq) - 2)
         return out if keep is None else self.op("multiply", out, keep)
+
+    def _rows_seeing_all(self, mask: np.ndarray, dead: np.ndarray) -> np.ndarray:
+        """`mask` with its `dead` rows (which see no key) seeing every key instead, so that
+        their softmax stays finite; once per mask array (kept for the import, with the mask):
+        the layers that share a mask share this one and what is folded from it."""
+        known = self._rows_seen.get(id(mask))
+        if known is None or known[0] is not mask:
+            value = np.where(dead, np.zeros((), mask.dtype) if mask.dtype != bool else True,
+                             mask)
+            value.setflags(write=False)
+            known = self._rows_seen[id(mask)] = (mask, value)
+        return known[1]
 
     def _attend_block(self, q: Value, k: Value, v: Value, mask: np.ndarray, scale: float,
                       block: QueryBlock) -> Value:
