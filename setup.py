@@ -47,7 +47,7 @@ setup(
         "cloudpickle>=2.2",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "matplotlib>=3.6", "distributed>=2023.1",
                  "onnx>=1.15", "onnxruntime>=1.17", "torch==2.13.0", "transformers>=5.0",
                  "onnxscript>=0.5", "ml_dtypes>=0.3", "gguf>=0.10",
                  # timm's own dependencies: timm is installed with --no-deps, as torchvision

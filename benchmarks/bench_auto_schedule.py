@@ -2,6 +2,7 @@
 
     python benchmarks/bench_auto_schedule.py bar --trials 150            # the issue's bar
     python benchmarks/bench_auto_schedule.py bar --only gemm softmax --trials 200
+    python benchmarks/bench_auto_schedule.py bar --only gemm --size gemm=1024,1024,1024
     python benchmarks/bench_auto_schedule.py templates --trials 150 --tuner xgb_knob
     python benchmarks/bench_auto_schedule.py untuned --trials 100        # vs topi's schedules
     python benchmarks/bench_auto_schedule.py bert --trials 64 --seq 128  # a BERT layer's groups
@@ -103,12 +104,14 @@ def _tuned(task: autotune.Task, trials: int, folder: str) -> tuple[Any, float]:
     return log, time.perf_counter() - start
 
 
-def bar(trials: int, only: Sequence[str], folder: str) -> None:
-    """Tune each computation and time it against its reference."""
+def bar(trials: int, only: Sequence[str], folder: str,
+        sizes: dict[str, tuple[int, ...]] | None = None) -> None:
+    """Tune each computation and time it against its reference (at `sizes[name]` where given)."""
     print(f"{'workload':<28} {'tuned':>7} {'untuned':>8} {'bar':>5} {'ok':>3} {'tuning':>8}")
     for name, (args, target_ratio, make_ref) in _references().items():
         if only and name not in only:
             continue
+        args = (sizes or {}).get(name, args)
         task = autotune.create_task(getattr(W, name), args)
         log, seconds = _tuned(task, trials, folder)
         s, tensors = task.apply_best(log)
@@ -256,12 +259,21 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=768, help="bert: hidden size")
     parser.add_argument("--heads", type=int, default=12, help="bert: attention heads")
     parser.add_argument("--ffn", type=int, default=3072, help="bert: feed-forward size")
+    parser.add_argument("--size", action="append", default=[], metavar="NAME=A,B,...",
+                        help="bar: another size of one compute, e.g. gemm=1024,1024,1024")
     opts = parser.parse_args()
+    sizes = {}
+    for item in opts.size:
+        name, _, dims = item.partition("=")
+        if name not in _references() or not dims:
+            parser.error(f"--size {item!r}: expected NAME=A,B,... with NAME one of "
+                         f"{sorted(_references())}")
+        sizes[name] = tuple(int(d) for d in dims.split(","))
     global TUNER
     TUNER = opts.tuner
     with tempfile.TemporaryDirectory() as folder:
         if opts.what == "bar":
-            bar(opts.trials, opts.only, folder)
+            bar(opts.trials, opts.only, folder, sizes)
         elif opts.what == "templates":
             templates(opts.trials, opts.only, folder)
         elif opts.what == "bert":
