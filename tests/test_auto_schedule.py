@@ -182,6 +182,30 @@ def test_sampled_programs_match_numpy(name):
     assert built >= 2
 
 
+@pytest.mark.parametrize("name,args,rows_axis", [("scores", (1, 2, 13, 8), "S.tile2"),
+                                                ("gemm", (23, 40, 11), "C.tile0"),
+                                                ("gemm_relu", (26, 19, 9), "C.tile0")])
+def test_prime_row_extents_get_partial_row_blocks_that_match_numpy(name, args, rows_axis):
+    """An extent with no divisor of 4 to 8 rows (13, 23, 2 x 13) takes register blocks of more
+    rows with a partial last one: untuned, and in every sampled program."""
+    rng = np.random.default_rng(5)
+    task = autotune.create_task(getattr(W, name), args, target=AVX2)
+    rows = task.fallback_config()[rows_axis].size[-1]
+    assert rows > 2 and args[-2 if name == "scores" else 0] % rows != 0
+    space = task.config_space
+    picks = [FallbackConfig()] + [space.get(int(i)) for i in space.sample(rng, 6)]
+    built = 0
+    for cfg in picks:
+        try:
+            with task.compile_target:
+                s, tensors, _ = task.auto.schedule(cfg, task.args)
+        except InstantiationError:
+            continue
+        W.check_against_numpy(name, s, tensors, AVX2, rng)
+        built += 1
+    assert built >= 3
+
+
 def test_symbolic_shape_programs_match_numpy():
     rng = np.random.default_rng(2)
     space = ConfigSpace()
