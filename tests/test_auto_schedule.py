@@ -206,6 +206,32 @@ def test_prime_row_extents_get_partial_row_blocks_that_match_numpy(name, args, r
     assert built >= 3
 
 
+@pytest.mark.parametrize("name,args", [("gemm", (20, 300, 7)), ("gemm_relu", (17, 1030, 5))])
+def test_panel_reads_of_the_right_operand_match_numpy_and_replay(name, args):
+    """Rows of the right operand 1200 and 4120 bytes long: a knob reads it in panels of the
+    register block's width (a partial last panel padded with zeros), untuned from 4 KB rows."""
+    rng = np.random.default_rng(6)
+    task = autotune.create_task(getattr(W, name), args, target=AVX2)
+    (knob,) = [k for k in task.config_space.knobs if k.endswith(".panel.B")]
+    assert task.fallback_config()[knob].val == (args[1] * 4 >= 4096)
+    picked = [c for c in (task.config_space.get(int(i))
+                          for i in task.config_space.sample(rng, 40)) if c[knob].val]
+    built = 0
+    for cfg in picked[:6]:
+        try:
+            s, tensors = task.instantiate(cfg)
+        except InstantiationError:
+            continue
+        assert "panel_read(B" in str(task.trace(cfg))
+        W.check_against_numpy(name, s, tensors, AVX2, rng)
+        s2, tensors2 = task.replay(Trace.from_json(json.loads(json.dumps(
+            task.trace(cfg).to_json()))))
+        with task.compile_target:
+            assert str(tl.lower(s, tensors)) == str(tl.lower(s2, tensors2))
+        built += 1
+    assert built >= 2
+
+
 def test_symbolic_shape_programs_match_numpy():
     rng = np.random.default_rng(2)
     space = ConfigSpace()

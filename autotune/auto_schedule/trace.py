@@ -10,12 +10,12 @@ JSON, and `replay` applies it to a fresh schedule of the same compute, giving th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import tensorlang as tl
-from tensorlang.expr import IterVar, Node, TensorRead
+from tensorlang.expr import Expr, IterVar, Node, TensorRead
 from tensorlang.schedule import Schedule, ScheduleError, Stage
 from tensorlang.tensor import Tensor
 from tensorlang.visitor import Mutator
@@ -172,6 +172,13 @@ class Tracer:
         cache = self.schedule.cache_write(stage.op.output(0), scope, layout)
         return self.schedule[cache]
 
+    def panel_read(self, stage: Stage, tensor: Tensor, width: int) -> Stage:
+        """`panel_read` of input `tensor` of `stage` (by its position among the stage's
+        inputs); returns the copy's stage."""
+        position = next(k for k, t in enumerate(stage.op.input_tensors) if t == tensor)
+        self._record("panel_read", stage, (position, width), f"{tensor.name}, width={width}")
+        return panel_read(self.schedule, stage, tensor, width)
+
     def transpose_read(self, stage: Stage, tensor: Tensor, dim: int) -> Stage:
         """`transpose_read` of input `tensor` of `stage` (by its position among the stage's
         inputs); returns the copy's stage."""
@@ -187,26 +194,38 @@ class Tracer:
         return self.schedule[partial]
 
 
-class _PermuteReads(Mutator):
-    """Redirect the reads of one tensor to its transposed copy, permuting their indices."""
+class _RedirectReads(Mutator):
+    """Redirect the reads of one tensor to a copy in another layout, mapping their indices."""
 
-    def __init__(self, source: Tensor, copy: Tensor, perm: Sequence[int]):
-        self.source, self.copy, self.perm = source, copy, tuple(perm)
+    def __init__(self, source: Tensor, copy: Tensor,
+                 index_map: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]):
+        self.source, self.copy, self.index_map = source, copy, index_map
 
     def visit_TensorRead(self, node: TensorRead) -> Node:
         indices = tuple(self.visit(i) for i in node.indices)
         if node.tensor == self.source:
-            return TensorRead(self.copy, tuple(indices[k] for k in self.perm), node.dtype)
+            return TensorRead(self.copy, self.index_map(indices), node.dtype)
         if all(a is b for a, b in zip(indices, node.indices)):
             return node
         return TensorRead(node.tensor, indices, node.dtype)
 
 
+def _read_through(schedule: Schedule, stage: Stage, tensor: Tensor, copy: Tensor,
+                  index_map: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> Stage:
+    """Make `stage` read `copy` where it read `tensor`. Schedule has no public primitive for a
+    layout change: the op is rebuilt in place, as its cache_read does, and the copy's stage
+    goes before the reader (computed at root)."""
+    mutator = _RedirectReads(tensor, copy, index_map)
+    schedule._replace_op(stage, tuple(mutator.visit(b) for b in stage.op.body))
+    new = Stage(copy.op, schedule)
+    schedule._insert_before(new, stage)
+    return new
+
+
 def transpose_read(schedule: Schedule, stage: Stage, tensor: Tensor, dim: int) -> Stage:
     """Make `stage` read a copy of `tensor` whose dimension `dim` is moved innermost, so that
     the loop indexing that dimension walks memory contiguously (attention's `K[b, h, j, d]`
-    read along `j`). A layout rewrite of the compute, as Ansor's for constant weights; the
-    copy is a new stage, computed at root.
+    read along `j`). A layout rewrite of the compute, as Ansor's for constant weights.
 
     Returns:
         The stage of the copy.
@@ -220,13 +239,38 @@ def transpose_read(schedule: Schedule, stage: Stage, tensor: Tensor, dim: int) -
     copy = tl.compute(tuple(tensor.shape[k] for k in perm),
                       lambda *idx: tensor[tuple(idx[inverse[k]] for k in range(n))],
                       name=f"{tensor.name}.T")
-    mutator = _PermuteReads(tensor, copy, perm)
-    # Schedule has no public primitive for a layout change: rebuild the op in place, as its
-    # cache_read does, and add the copy's stage before the reader.
-    schedule._replace_op(stage, tuple(mutator.visit(b) for b in stage.op.body))
-    new = Stage(copy.op, schedule)
-    schedule._insert_before(new, stage)
-    return new
+    return _read_through(schedule, stage, tensor, copy,
+                         lambda idx: tuple(idx[k] for k in perm))
+
+
+def panel_read(schedule: Schedule, stage: Stage, tensor: Tensor, width: int) -> Stage:
+    """Make `stage` read a copy of `tensor` in panels `width` elements wide along its last
+    dimension: `P[c // width, ..., c % width]` holds `tensor[..., c]` (zeros past its end), so
+    that a register block `width` columns wide reads one run of memory as it steps along the
+    other dimensions (a GEMM's right operand, whose rows lie a page apart at 1024 columns). The
+    reader's column index must split at multiples of `width` for its reads to stay vectors.
+
+    Returns:
+        The stage of the copy.
+    """
+    *rows, columns = (int(d) for d in tensor.shape)
+    if width < 1 or not rows:
+        raise ScheduleError(f"panel_read: {tensor.name} of shape {tuple(tensor.shape)} in "
+                            f"panels of {width} columns")
+    panels = -(-columns // width)
+
+    def element(*idx: Any) -> Expr:
+        p, *row, c = idx
+        column = p * width + c
+        if panels * width == columns:
+            return tensor[(*row, column)]
+        return tl.if_then_else(column < columns,
+                               tensor[(*row, tl.minimum(column, columns - 1))],
+                               tl.const(0, tensor.dtype))
+
+    copy = tl.compute((panels, *rows, width), element, name=f"{tensor.name}.P")
+    return _read_through(schedule, stage, tensor, copy,
+                         lambda idx: (idx[-1] // width, *idx[:-1], idx[-1] % width))
 
 
 def replay(trace: Trace, schedule: Schedule) -> Schedule:
@@ -263,6 +307,8 @@ def replay(trace: Trace, schedule: Schedule) -> Schedule:
                 tracer.cache_write(stage, *args)
             elif p == "transpose_read":
                 tracer.transpose_read(stage, stage.op.input_tensors[args[0]], args[1])
+            elif p == "panel_read":
+                tracer.panel_read(stage, stage.op.input_tensors[args[0]], args[1])
             elif p == "rfactor":
                 tracer.rfactor(stage, leaves[args[0]], args[1])
             else:
