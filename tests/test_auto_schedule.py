@@ -164,14 +164,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_sampled_programs_match_numpy(name):
-    rng = np.random.default_rng(1)
-    task = autotune.create_task(getattr(W, name), CASES[name], target=AVX2)
+def _check_untuned_and_sampled(name: str, task: autotune.Task, samples: int,
+                               rng: np.random.Generator) -> int:
+    """Check the untuned program and `samples` sampled ones against numpy; how many built."""
     space = task.config_space
-    picks = [FallbackConfig()] + [space.get(int(i)) for i in space.sample(rng, 4)]
     built = 0
-    for cfg in picks:
+    for cfg in [FallbackConfig()] + [space.get(int(i)) for i in space.sample(rng, samples)]:
         try:
             with task.compile_target:
                 s, tensors, _ = task.auto.schedule(cfg, task.args)
@@ -179,7 +177,14 @@ def test_sampled_programs_match_numpy(name):
             continue
         W.check_against_numpy(name, s, tensors, AVX2, rng)
         built += 1
-    assert built >= 2
+    return built
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sampled_programs_match_numpy(name):
+    rng = np.random.default_rng(1)
+    task = autotune.create_task(getattr(W, name), CASES[name], target=AVX2)
+    assert _check_untuned_and_sampled(name, task, 4, rng) >= 2
 
 
 @pytest.mark.parametrize("name,args,rows_axis", [("scores", (1, 2, 13, 8), "S.tile2"),
@@ -192,18 +197,7 @@ def test_prime_row_extents_get_partial_row_blocks_that_match_numpy(name, args, r
     task = autotune.create_task(getattr(W, name), args, target=AVX2)
     rows = task.fallback_config()[rows_axis].size[-1]
     assert rows > 2 and args[-2 if name == "scores" else 0] % rows != 0
-    space = task.config_space
-    picks = [FallbackConfig()] + [space.get(int(i)) for i in space.sample(rng, 6)]
-    built = 0
-    for cfg in picks:
-        try:
-            with task.compile_target:
-                s, tensors, _ = task.auto.schedule(cfg, task.args)
-        except InstantiationError:
-            continue
-        W.check_against_numpy(name, s, tensors, AVX2, rng)
-        built += 1
-    assert built >= 3
+    assert _check_untuned_and_sampled(name, task, 6, rng) >= 3
 
 
 @pytest.mark.parametrize("name,args", [("gemm", (20, 300, 7)), ("gemm_relu", (17, 1030, 5))])

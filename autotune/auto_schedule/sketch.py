@@ -575,11 +575,11 @@ def _panel_reads(state: SketchState, stage: Stage, vec_axis: IterVar, width: int
     name = state.name(stage)
     reduced = {iv.var for iv in op.reduce_axis}
     rows = [iv for iv in op.axis if iv is not vec_axis]
+    reads = dag.reads(op)
     for tensor in list(op.input_tensors):
-        tensor_reads = [r for r in dag.reads(op) if r.tensor == tensor]
+        tensor_reads = [r for r in reads if r.tensor == tensor]
         if tensor.ndim < 2 or not tensor_reads or not all(
-                r.indices[-1] is vec_axis.var or r.indices[-1] == vec_axis.var
-                for r in tensor_reads):
+                r.indices[-1] is vec_axis.var for r in tensor_reads):
             continue
         inside = [free_vars(i) for r in tensor_reads for i in r.indices[:-1]]
         if any(vec_axis.var in v for v in inside) or not any(reduced & v for v in inside):
