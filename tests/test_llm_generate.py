@@ -11,8 +11,9 @@ import pytest
 from wild_models import torchvision
 
 import topi.graph as tg
-from topi.graph.llm.generate import CACHE_STEP, CausalLM
+from topi.graph.llm.generate import CACHE_STEP, CausalLM, shared_weights
 from topi.graph.llm.llama import LlamaConfig, build_llama_graph, rope_tables, weights_from_hf
+from topi.graph.llm.quantize_weights import quantize_weight
 from topi.nn.quantized_panels import panel_rows
 
 PROMPT = np.array([5, 3, 9, 1, 77, 12, 40], np.int64)
@@ -124,6 +125,34 @@ def test_quantized_build_stays_close(hf_model, lm):
         reference, got = lm(tokens), lm8(tokens)
         cosine = got @ reference / np.linalg.norm(got) / np.linalg.norm(reference)
         assert 0.999 <= cosine < 1 - 1e-7
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_projections_of_one_input_run_as_one_product(hf_model, bits):
+    """Quantized q/k/v (one with no bias beside two with) and gate/up run as one product each
+    over their joined weight, in a decode step and in a prompt, with the logits, keys and
+    values of the projections apart."""
+    _, config, weights = hf_model
+    rng = np.random.default_rng(bits)
+    weights = dict(weights)
+    for key in ("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.1.attn_v.bias"):
+        width = weights[key[:-len(".bias")]].shape[0]
+        weights[key] = rng.standard_normal(width).astype(np.float32)
+    apart = {key: quantize_weight(w, bits).panels() if w.ndim == 2 and key != "token_embd"
+             else w for key, w in weights.items()}
+    joined = shared_weights(weights, bits=bits)
+    assert "blk.1.attn_qkv" in joined and "blk.1.attn_q" not in joined
+    for tokens in (1, 5):
+        feeds = {"input_ids": PROMPT[:tokens], "positions": np.arange(3, 3 + tokens),
+                 "key_positions": np.arange(3),
+                 **{f"past_{kv}{i}": rng.standard_normal((2, 3, 16)).astype(np.float32)
+                    for i in range(2) for kv in "kv"}}
+        graphs = [build_llama_graph(config, w, tokens=tokens) for w in (joined, apart)]
+        products = [sum(n.op.startswith("dense_") for n in g.ops) for g in graphs]
+        assert products == [4 * 2 + 1, 7 * 2 + 1]
+        ours, theirs = (tg.build(g)(**feeds) for g in graphs)
+        for got, expected in zip(ours, theirs):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
 def _distinct_bytes(arrays) -> int:

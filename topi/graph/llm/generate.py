@@ -25,7 +25,7 @@ import tensorlang as tl
 
 from ..aligned import aligned_read_only
 from ..build import build
-from .llama import LlamaConfig, Weight, build_llama_graph
+from .llama import LlamaConfig, Weight, build_llama_graph, join_projections
 from .packing import PackedWeight, WeightPanels
 from .quantize_weights import quantize_weight
 
@@ -146,9 +146,10 @@ def shared_weights(weights: Mapping[str, Weight], bits: int | None = None,
     float32; copied only where they are not so), with `bits`, the projections (2-D weights but
     the embedding, a gather) quantized (`quantize_weight`), quantized weights in the panels of
     the current target (`WeightPanels`): the prefill and decode modules of a `CausalLM` then
-    hold one copy of the weights between them."""
+    hold one copy of the weights between them. Quantized projections of one input are joined
+    (`join_projections`) before they are arranged: one product reads them."""
     out: dict[str, Weight] = {}
-    for key, weight in weights.items():
+    for key, weight in join_projections(weights, quantized=bits is not None).items():
         if isinstance(weight, (PackedWeight, WeightPanels)):
             panels = weight.panels() if isinstance(weight, PackedWeight) else weight
             out[key] = dataclasses.replace(

@@ -34,6 +34,11 @@ from .quantize_weights import pack_dense
 Weight = np.ndarray | PackedWeight | WeightPanels
 #: Added to the attention scores of keys after the query (a finite -inf: exp gives exactly 0).
 MASKED = -1e30
+#: Projections of one input run as one product over their joined output channels (a joined
+#: weight's name, GGUF's where it has one -> its parts): a decode step's matrix-vector products
+#: are small enough that each kernel's fixed cost counts, and the joined product reads the input
+#: once.
+JOINED = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,25 @@ class _Builder:
         bias = f"{key}.bias"
         return self.g.add(out, self.const(bias)) if bias in self.weights else out
 
+    def widths(self, parts: tuple[str, ...]) -> list[int]:
+        """The output channels of each projection of `parts`."""
+        c = self.config
+        kv = c.num_key_value_heads * c.head_dim
+        width = {"attn_q": c.num_attention_heads * c.head_dim, "attn_k": kv, "attn_v": kv,
+                 "ffn_gate": c.intermediate_size, "ffn_up": c.intermediate_size}
+        return [width[p] for p in parts]
+
+    def projections(self, x: Node, prefix: str, joined: str) -> list[Node]:
+        """The projections `JOINED[joined]` of x: one product over their weight joined
+        beforehand (`join_projections`) split after, else one product each."""
+        g, parts = self.g, JOINED[joined]
+        if prefix + joined not in self.weights:
+            return [self.linear(x, prefix + p) for p in parts]
+        out = self.linear(x, prefix + joined)
+        begins = np.cumsum([0, *self.widths(parts)])
+        return [g.strided_slice(out, begin=(int(b),), end=(int(e),), axes=(1,))
+                for b, e in zip(begins[:-1], begins[1:])]
+
     def rms_norm(self, x: Node, key: str) -> Node:
         return self.g.apply("rms_norm", x, self.const(key), epsilon=self.config.rms_norm_eps)
 
@@ -146,15 +170,71 @@ class _Builder:
               past: tuple[Node, Node]) -> tuple[Node, Node, Node]:
         g, c, p = self.g, self.config, f"blk.{i}."
         h = self.rms_norm(x, p + "attn_norm")
-        q = self.rotate(self.heads(self.linear(h, p + "attn_q"), c.num_attention_heads),
-                        cos, sin)
-        k = self.rotate(self.heads(self.linear(h, p + "attn_k"), c.num_key_value_heads),
-                        cos, sin)
-        v = self.heads(self.linear(h, p + "attn_v"), c.num_key_value_heads)
+        q, k, v = self.projections(h, p, "attn_qkv")
+        q = self.rotate(self.heads(q, c.num_attention_heads), cos, sin)
+        k = self.rotate(self.heads(k, c.num_key_value_heads), cos, sin)
+        v = self.heads(v, c.num_key_value_heads)
         x = g.add(x, self.linear(self.attention(q, (k, v), past, masks), p + "attn_output"))
         h = self.rms_norm(x, p + "ffn_norm")
-        gated = g.multiply(g.silu(self.linear(h, p + "ffn_gate")), self.linear(h, p + "ffn_up"))
+        gate, up = self.projections(h, p, "ffn_gate_up")
+        gated = g.multiply(g.silu(gate), up)
         return g.add(x, self.linear(gated, p + "ffn_down")), k, v
+
+
+def _joined(parts: list[Weight]) -> Weight | None:
+    """The weights `parts` joined along their output channels: float arrays, or packed ones of
+    one format (panels unpanelled: the caller arranges the result); None for a mix."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts, axis=0)
+    packed = [p.unpanel() if isinstance(p, WeightPanels) else p for p in parts]
+    if not all(isinstance(p, PackedWeight) for p in packed):
+        return None
+    first = packed[0]
+    if any((p.bits, p.group_size, p.scale.dtype, p.zero is None) !=
+           (first.bits, first.group_size, first.scale.dtype, first.zero is None) for p in packed):
+        return None
+    zero = None if first.zero is None else np.concatenate([p.zero for p in packed])
+    return PackedWeight(np.concatenate([p.weight for p in packed]),
+                        np.concatenate([p.scale for p in packed]), zero, first.bits,
+                        first.group_size)
+
+
+def join_projections(weights: Mapping[str, Weight], quantized: bool) -> dict[str, Weight]:
+    """`weights` with each layer's projections of one input (`JOINED`) replaced by their joined
+    weight (and bias, zeros for a part without one) where they are packed, or float ones about
+    to be quantized (`quantized`): every row of a joined weight quantizes as it did alone.
+    Float weights that stay float are left apart, read in place (joined, they would be a copy
+    beside the caller's)."""
+    out = dict(weights)
+    layers = {key.split(".")[1] for key in weights if key.startswith("blk.")}
+    for layer in sorted(layers):
+        for name, parts in JOINED.items():
+            keys = [f"blk.{layer}.{p}" for p in parts]
+            if not all(k in weights for k in keys):
+                continue
+            values = [weights[k] for k in keys]
+            if not quantized and all(isinstance(v, np.ndarray) for v in values):
+                continue
+            joined = _joined([np.asarray(v, np.float32) if isinstance(v, np.ndarray) else v
+                              for v in values])
+            if joined is None:
+                continue
+            if any(f"{k}.bias" in weights for k in keys):
+                out[f"blk.{layer}.{name}.bias"] = np.concatenate([
+                    np.asarray(weights[f"{k}.bias"], np.float32) if f"{k}.bias" in weights
+                    else np.zeros(_channels(v), np.float32) for k, v in zip(keys, values)])
+            for k in keys:
+                out.pop(k)
+                out.pop(f"{k}.bias", None)
+            out[f"blk.{layer}.{name}"] = joined
+    return out
+
+
+def _channels(weight: Weight) -> int:
+    """The output channels of a weight."""
+    if isinstance(weight, WeightPanels):
+        return weight.channels
+    return weight.weight.shape[0] if isinstance(weight, PackedWeight) else weight.shape[0]
 
 
 def _causal_mask(g: Graph, keys: Node, positions: Node) -> Node:
