@@ -34,6 +34,9 @@ from .quantize_weights import pack_dense
 Weight = np.ndarray | PackedWeight | WeightPanels
 #: Added to the attention scores of keys after the query (a finite -inf: exp gives exactly 0).
 MASKED = -1e30
+#: Token counts up to which a call's attention runs as one kernel per layer (`cached_attention`,
+#: row by row); a prompt's attention takes batched products (GEMMs) and a softmax.
+FUSED_TOKENS = 8
 #: Projections of one input run as one product over their joined output channels (a joined
 #: weight's name, GGUF's where it has one -> its parts): a decode step's matrix-vector products
 #: are small enough that each kernel's fixed cost counts, and the joined product reads the input
@@ -150,21 +153,34 @@ class _Builder:
         where they lie, and to the new ones `new` (tokens, KVH, d) -> (tokens, H * d); each
         group of H / KVH query heads reads one KV head as a batch of the group's rows. The
         softmax runs over the two key sets apart (one maximum, one sum), so that the cache is
-        neither copied after nor joined to the new rows."""
+        neither copied after nor joined to the new rows: up to `FUSED_TOKENS` tokens in one
+        kernel (`cached_attention`), more as products and a softmax (`attention_products`)."""
         g, c = self.g, self.config
         tokens, kv_heads = q.shape[0], c.num_key_value_heads
         group = c.num_attention_heads // kv_heads
         q_rows = g.reshape(g.transpose(q, (1, 0, 2)), (kv_heads, group * tokens, c.head_dim))
         new_k, new_v = (g.transpose(t, (1, 0, 2)) for t in new)
+        if isinstance(tokens, int) and tokens <= FUSED_TOKENS:
+            out = g.apply("cached_attention", q_rows, *past, new_k, new_v, *masks,
+                          scale=float(1 / np.sqrt(c.head_dim)))
+        else:
+            out = self.attention_products(q_rows, (new_k, new_v), past, masks)
+        out = g.transpose(g.reshape(out, (c.num_attention_heads, tokens, c.head_dim)), (1, 0, 2))
+        return g.reshape(out, (tokens, c.hidden_size))
+
+    def attention_products(self, q_rows: Node, new: tuple[Node, Node], past: tuple[Node, Node],
+                           masks: tuple[Node, Node]) -> Node:
+        """The attention of `attention` as batched products and a softmax over both key sets
+        (the GEMMs of a prompt): (KVH, group * tokens, d)."""
+        g = self.g
+        new_k, new_v = new
         cached = self.scores(q_rows, past[0], masks[0])
         fresh = self.scores(q_rows, new_k, masks[1])
         top = g.maximum(g.max(cached, axis=-1, keepdims=True), g.max(fresh, axis=-1,
                                                                       keepdims=True))
         cached, fresh = g.exp(g.subtract(cached, top)), g.exp(g.subtract(fresh, top))
         total = g.add(g.sum(cached, axis=-1, keepdims=True), g.sum(fresh, axis=-1, keepdims=True))
-        out = g.divide(g.add(g.matmul(cached, past[1]), g.matmul(fresh, new_v)), total)
-        out = g.transpose(g.reshape(out, (c.num_attention_heads, tokens, c.head_dim)), (1, 0, 2))
-        return g.reshape(out, (tokens, c.hidden_size))
+        return g.divide(g.add(g.matmul(cached, past[1]), g.matmul(fresh, new_v)), total)
 
     def layer(self, i: int, x: Node, cos: Node, sin: Node, masks: tuple[Node, Node],
               past: tuple[Node, Node]) -> tuple[Node, Node, Node]:

@@ -1,5 +1,6 @@
 """The graph ops of language models: `dense_quantized` and `dense_dequantized` (weight-only
-quantized products for few and for many rows) and `rms_norm`, each with its topi compute, x86
+quantized products for few and for many rows), `rms_norm` and `cached_attention` (a decode
+step's attention over its KV cache), each with its topi compute, x86
 schedule and numpy reference (the pattern of `topi/graph/ops.py`)."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import x86
+from ...nn.cached_attention import cached_attention
 from ...nn.dense_quantized import dense_dequantized, dense_quantized_panels
 from ...nn.rms_norm import rms_norm
+from ...x86.cached_attention import schedule_cached_attention
 from ...x86.dense_quantized import schedule_dense_quantized
 from ..ops import OpPattern, register_op
 from .packing import WeightPanels
@@ -48,3 +51,26 @@ def _rms_norm_reference(x: np.ndarray, weight: np.ndarray, epsilon: float = 1e-5
 register_op("rms_norm", lambda x, weight, epsilon=1e-5: rms_norm(x, weight, epsilon),
             x86.schedule_reduce, OpPattern.REDUCTION, reference=_rms_norm_reference)
 
+
+
+def _cached_attention_reference(q: np.ndarray, keys: np.ndarray, values: np.ndarray,
+                                new_keys: np.ndarray, new_values: np.ndarray, mask: np.ndarray,
+                                new_mask: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    tokens = new_keys.shape[1]
+    token_of_row = np.arange(q.shape[1]) % tokens
+    q64 = q.astype(np.float64)
+    scores = np.concatenate([q64 @ keys.transpose(0, 2, 1) * scale + mask[token_of_row],
+                             q64 @ new_keys.transpose(0, 2, 1) * scale +
+                             new_mask[token_of_row]], axis=2)
+    weights = np.exp(scores - scores.max(axis=2, keepdims=True))
+    weights /= weights.sum(axis=2, keepdims=True)
+    return (weights @ np.concatenate([values, new_values], axis=1)).astype(np.float32)
+
+
+#: q rows (heads, rows, dim), the cache's keys and values (heads, cached, dim), the new ones
+#: (heads, tokens, dim), masks (tokens, cached) and (tokens, tokens) -> (heads, rows, dim): a
+#: decode step's attention in one kernel.
+register_op("cached_attention",
+            lambda q, keys, values, new_keys, new_values, mask, new_mask, scale=1.0:
+            cached_attention(q, keys, values, new_keys, new_values, mask, new_mask, scale),
+            schedule_cached_attention, OpPattern.OPAQUE, reference=_cached_attention_reference)
