@@ -397,3 +397,23 @@ def test_indexing_reductions_and_joins_along_symbolic_axes():
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{n} x {k}")
         for a, b in zip(run_reference(g, {"x": xv, "idx": iv, "pairs": pv}), want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_contiguous_inputs_are_read_where_they_lie():
+    """A C-contiguous input is read in the caller's memory (its arena buffer is left as it
+    was), a strided one is copied there; both give the same result, at two sizes."""
+    g = tg.Graph()
+    x = g.input("x", ("n", 8))
+    g.output(g.relu(g.add(x, 1.0)))
+    m = tg.build(g, bounds={"n": (1, 64)})
+    rng = np.random.default_rng(0)
+    for n in (5, 37):
+        data = rng.standard_normal((n, 16)).astype(np.float32)
+        contiguous, strided = np.ascontiguousarray(data[:, :8]), data[:, 8:]
+        m(x=contiguous)
+        buffer = m._prepare({"n": n}).input_buffers[0]
+        buffer[:] = np.nan
+        np.testing.assert_array_equal(m(x=contiguous)[0], np.maximum(contiguous + 1, 0))
+        assert np.isnan(buffer).all()
+        np.testing.assert_array_equal(m(x=strided)[0], np.maximum(strided + 1, 0))
+        np.testing.assert_array_equal(buffer, strided)

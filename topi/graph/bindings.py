@@ -84,3 +84,18 @@ def find_bindings(graph: Graph, plan: MemoryPlan, buffers: Mapping[str, np.ndarr
                 sites[name].packed.append((argv, slot))
     return Bindings([sites[n] if n in rebound else None for n in inputs],
                     [sites[n] if n in rebound else None for n in outputs])
+
+
+def read_in_place(sites: Sequence[Sites | None], buffers: Sequence[np.ndarray],
+                  arrays: Sequence[np.ndarray]) -> list[Sites]:
+    """Point the sites of each input at the caller's array where it can be read there (it has
+    sites and is C-contiguous), else copy it into its buffer; returns the sites moved, which
+    the caller restores after the run."""
+    moved = []
+    for where, buffer, array in zip(sites, buffers, arrays):
+        if where is not None and array.flags.c_contiguous:
+            where.point_at(address(array))
+            moved.append(where)
+        else:
+            np.copyto(buffer, array)
+    return moved

@@ -4,7 +4,9 @@ Every kernel was compiled once with symbolic extents; a call binds the shape var
 actual input shapes (checking them against each other and against the bounds), and runs the
 same kernels with the variables' values appended to their packed arguments. Per distinct size
 the arena plan, the buffer views and the packed argument arrays are made once (plain Python:
-nothing is compiled at call time) and kept for the next call at that size.
+nothing is compiled at call time) and kept for the next call at that size. Inputs are read
+where the caller holds them when they are C-contiguous (`bindings.read_in_place`): a decode
+step's KV cache is not copied into the arena at every call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tensorlang.runtime.toolchain import require_native
 from autotune.buckets import pick
 
 from ..symbolic import evaluate_shape, free_vars
-from .bindings import address
+from .bindings import Bindings, address, find_bindings, read_in_place
 from .graph import Graph, Node, NodeKind
 from .model_io import ModelBase, TensorInfo, bind_sizes, check_inputs, random_inputs
 from .module import Step, batched_calls, profile_calls
@@ -41,6 +43,7 @@ class _Prepared:
     calls: list[tuple[Any, Any, Any]]
     keep: list[Any]
     runs: list[tuple[Any, Any, Any]]  # `calls` batched (module.batched_calls)
+    bindings: Bindings  # where the inputs can be read in the caller's memory
 
 
 class SymbolicModule(ModelBase):
@@ -140,7 +143,8 @@ class SymbolicModule(ModelBase):
             keep.append(arrays)
         prepared = _Prepared(arena, plan, [views[i.name] for i in self.inputs],
                              [n.value if n.kind is NodeKind.CONSTANT else views[n.name]
-                              for n in self.graph.outputs], calls, keep, batched_calls(calls))
+                              for n in self.graph.outputs], calls, keep, batched_calls(calls),
+                             find_bindings(self.graph, plan, views, calls, keep))
         self._prepared[key] = prepared
         if len(self._prepared) > SIZE_CACHE:
             self._prepared.popitem(last=False)
@@ -156,15 +160,18 @@ class SymbolicModule(ModelBase):
             if len(self._by_shapes) >= SIZE_CACHE:
                 self._by_shapes.clear()
             self._by_shapes[shapes] = prepared
-        for buffer, value in zip(prepared.input_buffers, arrays):
-            np.copyto(buffer, value)
-        for fn, argv, checked in prepared.runs:
-            if checked is None:
-                fn(argv)
-            else:
-                status = fn(*argv)
-                if status:
-                    raise checked[1].index_error(status)
+        moved = read_in_place(prepared.bindings.inputs, prepared.input_buffers, arrays)
+        try:
+            for fn, argv, checked in prepared.runs:
+                if checked is None:
+                    fn(argv)
+                else:
+                    status = fn(*argv)
+                    if status:
+                        raise checked[1].index_error(status)
+        finally:
+            for sites in moved:
+                sites.restore()
         return [b.copy() for b in prepared.output_buffers]
 
     def dispatch(self, **sizes: int) -> list[tuple[str, dict[str, int], str, int]]:

@@ -4,12 +4,12 @@
 (`tg.build(g, bounds=...)`): for prompts (prefill) with a symbolic token count, whose products
 are GEMMs, and for one token (decode), whose products are matrix-vector products reading each
 weight once; nothing is compiled per length. Both modules read one copy of the weights
-(`shared_weights`). The cache is static: keys and values of every layer preallocated to
-`max_length` positions, (kv heads, positions, head dim) as the attention's products read them; a
-call passes the filled part (a view, rounded up to a multiple of `CACHE_STEP` rows with the rows
-past the filled ones masked, so that the modules see a new size only every `CACHE_STEP` tokens),
-which the module copies into its input buffer and the attention reads there as it lies (no
-transposed or joined copy), and the new tokens' keys and values are written after it.
+(`shared_weights`). The cache holds the keys and values of every layer, (kv heads, positions,
+head dim) as the attention reads them, grown `CACHE_STEP` positions at a time up to
+`max_length`; a call passes the filled part (rounded up to a multiple of `CACHE_STEP` rows with the rows past
+the filled ones masked, so that the modules see a new size only every `CACHE_STEP` tokens),
+which the attention reads where it lies (no copy into the module's arena, no transposed or
+joined copy), and the new tokens' keys and values are written after it.
 """
 
 from __future__ import annotations
@@ -82,11 +82,29 @@ class CausalLM:
     timing: Timing = field(default_factory=Timing)
 
     def __post_init__(self) -> None:
+        self.keys: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self._grow(1)
+
+    def _grow(self, rows: int) -> None:
+        """Per layer, caches of keys and values of at least `rows` rows (kv heads, rows, head
+        dim), each C-contiguous so that the modules read them where they lie: grown by
+        `CACHE_STEP` rows at a time, the filled rows copied over (once every CACHE_STEP
+        tokens)."""
+        held = self.keys[0].shape[1] if self.keys else 0
+        if rows <= held:
+            return
         c = self.config
-        rows = _cache_rows(self.max_length)
-        shape = (c.num_hidden_layers, c.num_key_value_heads, rows, c.head_dim)
-        self.keys = np.zeros(shape, np.float32)
-        self.values = np.zeros(shape, np.float32)
+        shape = (c.num_key_value_heads, _cache_rows(rows), c.head_dim)
+
+        def grown(old: np.ndarray | None) -> np.ndarray:
+            new = np.zeros(shape, np.float32)
+            if old is not None:
+                new[:, :held] = old
+            return new
+
+        for cache in (self.keys, self.values):
+            cache[:] = [grown(cache[i] if cache else None) for i in range(c.num_hidden_layers)]
 
     @classmethod
     def build(cls, config: LlamaConfig, weights: Mapping[str, Weight],
@@ -124,18 +142,20 @@ class CausalLM:
             raise ValueError(f"CausalLM: {count} tokens after {start} cached positions do not fit "
                              f"in max_length {self.max_length}")
         rows = _cache_rows(start)
+        self._grow(rows)
         cached = np.arange(rows, dtype=np.int64)
         cached[start:] = _NEVER
         feeds: dict[str, np.ndarray] = {
             "input_ids": ids, "positions": np.arange(start, start + count, dtype=np.int64),
             "key_positions": cached}
         for i in range(self.config.num_hidden_layers):
-            feeds[f"past_k{i}"] = self.keys[i, :, :rows]
-            feeds[f"past_v{i}"] = self.values[i, :, :rows]
+            feeds[f"past_k{i}"] = self.keys[i][:, :rows]  # all of it: read in place
+            feeds[f"past_v{i}"] = self.values[i][:, :rows]
         logits, *kv = (self.decode if count == 1 else self.prefill)(**feeds)
+        self._grow(start + count)
         for i in range(self.config.num_hidden_layers):
-            self.keys[i, :, start:start + count] = kv[2 * i].transpose(1, 0, 2)
-            self.values[i, :, start:start + count] = kv[2 * i + 1].transpose(1, 0, 2)
+            self.keys[i][:, start:start + count] = kv[2 * i].transpose(1, 0, 2)
+            self.values[i][:, start:start + count] = kv[2 * i + 1].transpose(1, 0, 2)
         self.length = start + count
         return np.asarray(logits).reshape(-1)
 
