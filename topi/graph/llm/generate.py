@@ -6,10 +6,10 @@ are GEMMs, and for one token (decode), whose products are matrix-vector products
 weight once; nothing is compiled per length. Both modules read one copy of the weights
 (`shared_weights`). The cache holds the keys and values of every layer, (kv heads, positions,
 head dim) as the attention reads them, grown `CACHE_STEP` positions at a time up to
-`max_length`; a call passes the filled part (rounded up to a multiple of `CACHE_STEP` rows with the rows past
-the filled ones masked, so that the modules see a new size only every `CACHE_STEP` tokens),
-which the attention reads where it lies (no copy into the module's arena, no transposed or
-joined copy), and the new tokens' keys and values are written after it.
+`max_length`; a call passes the filled part (rounded up to a multiple of `CACHE_STEP` rows with
+the rows past the filled ones masked, so that the modules see a new size only every
+`CACHE_STEP` tokens), which the attention reads where it lies (no copy into the module's arena,
+no transposed or joined copy), and the new tokens' keys and values are written after it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..graph import Graph, Node, NodeKind
 from .concat_in_place import Slices, concat_slices
 
@@ -105,15 +107,23 @@ def plan_memory(g: Graph, values: Mapping[str, int] | None = None) -> MemoryPlan
     placed: list[Buffer] = []
     order = sorted((n for n in start if n not in slices.alias),
                    key=lambda n: (-nbytes[n], start[n]))
-    for node in order:
+    # the placed buffers' lifetimes and extents as arrays: finding those whose lifetime
+    # overlaps a node's is one vector compare (a Python scan over every placed buffer for
+    # every node took a decode graph of 1,100 values 0.1 s a size)
+    lives = np.empty((len(order), 4), np.int64)  # start, end, offset, size
+    for k, node in enumerate(order):
         size = _aligned(max(nbytes[node], 1))
         offset = 0
-        clashes = sorted((b for b in placed if b.start <= end[node] and start[node] <= b.end),
-                         key=lambda b: b.offset)
-        for b in clashes:
-            if offset + size <= b.offset:
-                break
-            offset = max(offset, b.offset + b.size)
+        held = lives[:k]
+        clashes = held[(held[:, 0] <= end[node]) & (start[node] <= held[:, 1])]
+        if len(clashes):
+            # the lowest gap between the clashing buffers (by offset) that fits the node
+            clashes = clashes[np.argsort(clashes[:, 2], kind="stable")]
+            ends = np.maximum.accumulate(clashes[:, 2] + clashes[:, 3])
+            before = np.concatenate(([0], ends[:-1]))
+            fits = np.flatnonzero(before + size <= clashes[:, 2])
+            offset = int(before[fits[0]] if len(fits) else ends[-1])
+        lives[k] = (start[node], end[node], offset, size)
         placed.append(Buffer(node.name, size, start[node], end[node], offset))
     buffers = {b.name: b for b in placed}
     for node, (root, at) in slices.alias.items():
