@@ -68,10 +68,13 @@ def test_random_configs_are_correct(name, rng):
             continue  # a config the template rejects (too many registers) is never measured
 
 
-def test_every_config_of_the_batch_one_dense_space_is_correct(rng):
-    """Batch-1 dense has its own space (vector lanes over K, outputs per step)."""
-    task = autotune.create_task("dense.x86", ((1, 45), (37, 45), "float32"))
-    assert set(task.config_space.knobs) == {"gemv_lanes", "gemv_rows"}
+@pytest.mark.parametrize("n,k,streamed", [(37, 45, False), (97, 13, True)])
+def test_every_config_of_the_batch_one_dense_space_is_correct(n, k, streamed, rng):
+    """Batch-1 dense has its own space (vector lanes over K, outputs per step, rows read side
+    by side or each whole in turn, the latter by default for a weight of many short rows)."""
+    task = autotune.create_task("dense.x86", ((1, k), (n, k), "float32"))
+    assert set(task.config_space.knobs) == {"gemv_lanes", "gemv_rows", "gemv_row_major"}
+    assert task.fallback_config()["gemv_row_major"].val is streamed
     for index in range(len(task.config_space)):
         _check(task, index, rng)
 
