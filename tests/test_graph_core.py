@@ -63,6 +63,11 @@ def test_apply_reaches_every_registered_op_and_scalars_become_constants() -> Non
     z = g.multiply(y, 2)
     const = z.inputs[1]
     assert const.kind is tg.NodeKind.CONSTANT and const.dtype == "float32" and const.shape == ()
+    for number in (np.float64(0.5), np.int32(3), np.bool_(True), np.float16(2)):  # numpy's
+        const = g.add(y, number).inputs[1]
+        assert const.dtype == "float32" and const.value == np.float32(number)
+    with pytest.raises(TypeError, match="got str"):
+        g.add(y, "1")
     assert {"conv2d", "dense", "softmax", "layer_norm", "concatenate"} <= set(tg.registered_ops())
     assert tg.get_op("conv2d").tunable and tg.get_op("conv2d").pattern is OpPattern.OUT_FUSABLE
     assert not tg.get_op("relu").tunable

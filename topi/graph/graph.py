@@ -294,8 +294,8 @@ class Graph:
             if id(value) not in self._ids:
                 raise ValueError(f"{op_name}: input {value!r} is not a node of this graph")
             return value
-        if isinstance(value, (bool, int, float)):
-            return self.constant(np.array(value, dtype=dtype))
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            return self.constant(np.array(value, dtype=dtype))  # numpy's scalars too
         if isinstance(value, np.ndarray):
             return self.constant(value)
         raise TypeError(f"{op_name}: inputs must be graph nodes, numbers or numpy arrays, got "
